@@ -1,0 +1,67 @@
+/*
+ * fx_check.h — error metrics and the pass rule, in one place.
+ *
+ * The pass rule is FlashAttention's (its tests/test_flash_attn.py): a stage passes
+ * when, against the fp64 reference,
+ *     max|stage - ref| <= FX_PASS_FACTOR · max|emu - ref| + slack,
+ * where emu is the CPU emulation in the stage's dtype (fx_reference.h) and slack
+ * is one unit in the last place of the dtype at the reference's largest magnitude
+ * (for LSE, kept in fp32: FX_LSE_REL_SLACK relative). Any NaN fails, and a
+ * -inf LSE must be matched exactly.
+ */
+#ifndef FX_CHECK_H
+#define FX_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fx_problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FX_PASS_FACTOR 2.0       /* FlashAttention's tests use 2× the emulation's error   */
+#define FX_LSE_REL_SLACK 1e-5    /* fp32 LSE: a few fp32 ulps of log-sum-exp, relative     */
+
+typedef struct fx_err {
+    double max_abs;    /* max |x - ref| over finite pairs                                  */
+    double rel_l2;     /* ||x - ref||_2 / ||ref||_2 (0 when ref is 0)                       */
+    double rmse;       /* sqrt(mean (x - ref)²)                                              */
+    double ref_max;    /* max |ref| over finite ref                                          */
+    size_t nan_count;  /* NaN in x                                                           */
+    size_t inf_mismatch; /* x and ref disagree on being ±inf (LSE of rows that see no key) */
+    size_t n;
+} fx_err;
+
+/* Running accumulator, so metrics can be gathered over sampled rows. */
+typedef struct fx_err_acc {
+    double max_abs, sum_sq_diff, sum_sq_ref, ref_max;
+    size_t nan_count, inf_mismatch, n;
+} fx_err_acc;
+
+void fx_err_acc_init(fx_err_acc *a);
+void fx_err_acc_add(fx_err_acc *a, double x, double ref);
+fx_err fx_err_acc_result(const fx_err_acc *a);
+
+/* Metrics of n pairs at once. */
+fx_err fx_compare_f64(const float *x, const double *ref, size_t n);
+fx_err fx_compare_f32(const float *x, const float *ref, size_t n);
+
+/* The slack added to the bound for a tensor stored in dt whose largest reference
+ * magnitude is ref_max: one ulp of dt at ref_max. */
+double fx_slack(fx_dtype dt, double ref_max);
+
+/* bound = FX_PASS_FACTOR·emu.max_abs + slack; returns stage passes. For tensors in
+ * the problem's dtype (O, dQ, dK, dV). */
+bool fx_pass(fx_err stage, fx_err emu, fx_dtype dt, double *bound);
+/* The same rule for the fp32 LSE. */
+bool fx_pass_lse(fx_err stage, fx_err emu, double *bound);
+
+/* "max 1.2e-03 rel 3.4e-03 rmse 5.6e-04 nan 0" */
+void fx_err_format(fx_err e, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

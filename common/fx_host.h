@@ -1,0 +1,55 @@
+/*
+ * fx_host.h — host-side numbers: bf16/fp16 conversions, the seeded input generator.
+ *
+ * Host tensors are plain arrays: `float` holding values already rounded to the
+ * problem's dtype (what the reference and CPU models read) and `uint16_t` holding
+ * the same values' bits (what is copied to the device).
+ */
+#ifndef FX_HOST_H
+#define FX_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fx_problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* IEEE round-to-nearest-even conversions; NaN stays NaN, overflow gives ±inf. */
+uint16_t fx_float_to_bf16(float x);
+float fx_bf16_to_float(uint16_t h);
+uint16_t fx_float_to_fp16(float x);
+float fx_fp16_to_float(uint16_t h);
+
+uint16_t fx_float_to_bits(fx_dtype dt, float x);
+float fx_bits_to_float(fx_dtype dt, uint16_t h);
+/* Round x to the nearest value representable in dt, returned as float. */
+float fx_round(fx_dtype dt, float x);
+/* Unit roundoff of dt (2^-8 for bf16, 2^-11 for fp16). */
+double fx_dtype_epsilon(fx_dtype dt);
+
+/* Converts n elements between float and dt's bits. */
+void fx_to_bits(fx_dtype dt, const float *x, uint16_t *out, size_t n);
+void fx_from_bits(fx_dtype dt, const uint16_t *h, float *out, size_t n);
+
+/* Counter-based generator (splitmix64): the same (seed, stream, index) always gives
+ * the same number, whatever order or thread asks. */
+uint64_t fx_rng_u64(uint64_t seed, uint64_t stream, uint64_t index);
+double fx_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index); /* in (0, 1)   */
+double fx_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);  /* N(0, 1)     */
+
+/* Which tensor a fill is for: each has its own stream of numbers. */
+typedef enum fx_tensor_id { FX_T_Q = 1, FX_T_K, FX_T_V, FX_T_DO } fx_tensor_id;
+
+/* Fills x[0..n) with p->dist for tensor `id`, from p->seed, rounded to p->dtype. */
+void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n);
+
+/* A fresh seed from the clock and pid, for --fuzz. */
+uint64_t fx_fresh_seed(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+/*
+ * fx_main.h — the shared main of every stage program, and its options.
+ *
+ *   stage_NN [shape and dtype options] [--check] [--bench] [--bwd] [--matrix]
+ *            [--repeat N] [--fuzz N] [--cpu] [--csv FILE] [--help]
+ *
+ * The program's own stage is the last of `stages`; the others are the stages it
+ * checks against, in reading order. A case is checked against the nearest earlier
+ * stage whose capabilities cover it (DESIGN.md, "The previous-stage rule").
+ */
+#ifndef FX_MAIN_H
+#define FX_MAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fx_problem.h"
+#include "fx_stage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fx_options {
+    fx_problem problem;
+    bool check;      /* compare with the reference and the previous stage (default) */
+    bool bench;      /* time the stage (CUDA events, median) */
+    bool backward;   /* also run and check the backward */
+    bool matrix;     /* run the GPU test matrix generated from the capabilities */
+    bool cpu;        /* run the stage's CPU model instead of the GPU (no GPU needed) */
+    bool help;
+    bool seed_given;
+    int repeat;      /* > 1: run the stage this many times, outputs must be bitwise equal */
+    int fuzz;        /* > 0: this many checks, each on a fresh seed (printed) */
+    int warmup, iters; /* benchmark: untimed and timed calls */
+    int ref_slices;  /* (batch, head) slices the reference samples on large problems */
+    const char *csv; /* append result rows to this file */
+} fx_options;
+
+/* Defaults: fx_problem_default(), --check, warmup 3, iters 10 (DESIGN.md, "Timing"). */
+void fx_options_default(fx_options *o);
+
+/* Parses argv. Returns 0, or 2 with a message that names the bad option or value in
+ * `why`: an unknown option, a missing or malformed number, zero or negative sizes,
+ * heads_q not a multiple of heads_kv, an unknown dtype or distribution, a head_dim
+ * that is not a positive multiple of 8 up to 256, or sizes whose element count
+ * overflows a 32-bit index. */
+int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len);
+
+/* Runs the program; returns its exit code (0, 1, 2, 77). */
+int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

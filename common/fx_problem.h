@@ -1,0 +1,98 @@
+/*
+ * fx_problem.h — the attention problem every stage solves, and its options.
+ *
+ * Layout (DESIGN.md, "The harness contract"):
+ *   Q, O, dO, dQ : [batch, seqlen_q, heads_q,  head_dim], head_dim contiguous
+ *   K, V, dK, dV : [batch, seqlen_k, heads_kv, head_dim], head_dim contiguous
+ *   LSE          : fp32 [batch, heads_q, seqlen_q], natural log
+ * GQA/MQA: query head h reads kv head h / (heads_q / heads_kv).
+ * Causal is bottom-right aligned: query row i sees key j iff
+ *   j <= i + seqlen_k - seqlen_q.
+ * A row that sees no key has O = 0, LSE = -inf, and zero gradients.
+ */
+#ifndef FX_PROBLEM_H
+#define FX_PROBLEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fx_dtype {
+    FX_BF16 = 0,
+    FX_FP16 = 1,
+    FX_DTYPE_COUNT
+} fx_dtype;
+
+#define FX_DTYPE_BIT(dt) (1u << (unsigned)(dt))
+
+/* Input distributions (DESIGN.md): */
+typedef enum fx_dist {
+    FX_DIST_NORMAL = 0,   /* Q, K, V, dO ~ N(0, 1)                                   */
+    FX_DIST_OUTLIERS,     /* N(0,1) + N(0,100)·Bernoulli(0.001): FA3 paper, Table 3  */
+    FX_DIST_LARGE_LOGITS, /* Q, K ~ N(0, 8²): logits ~ 64·N(0,1) after the scale     */
+    FX_DIST_COUNT
+} fx_dist;
+
+typedef struct fx_problem {
+    int batch;
+    int seqlen_q, seqlen_k;
+    int heads_q, heads_kv;
+    int head_dim;
+    fx_dtype dtype;
+    bool causal;
+    double softmax_scale; /* <= 0 means 1/sqrt(head_dim), resolved by fx_problem_validate */
+    uint64_t seed;
+    fx_dist dist;
+} fx_problem;
+
+/* Element strides of one tensor; head_dim is always contiguous (stride 1). */
+typedef struct fx_layout {
+    int64_t batch_stride, row_stride, head_stride;
+} fx_layout;
+
+/* The default problem of the main job: batch 4, seqlen 4096, heads 16, head_dim 128, bf16. */
+fx_problem fx_problem_default(void);
+
+/* Checks sizes and derived values; fills softmax_scale when it is <= 0.
+ * Returns 0, or 2 with a message naming the bad value in `why` (usage error). */
+int fx_problem_validate(fx_problem *p, char *why, size_t why_len);
+
+/* Contiguous layouts of Q/O (heads_q) and K/V (heads_kv). */
+fx_layout fx_layout_q(const fx_problem *p);
+fx_layout fx_layout_kv(const fx_problem *p);
+
+/* Element counts. */
+size_t fx_numel_q(const fx_problem *p);   /* batch·seqlen_q·heads_q·head_dim  */
+size_t fx_numel_kv(const fx_problem *p);  /* batch·seqlen_k·heads_kv·head_dim */
+size_t fx_numel_lse(const fx_problem *p); /* batch·heads_q·seqlen_q           */
+
+/* Number of keys query row i sees (bottom-right causal), in [0, seqlen_k]. */
+int fx_keys_seen(const fx_problem *p, int i);
+/* Last key index row i may see (may be negative: row sees nothing). */
+static inline int fx_causal_last_key(int seqlen_q, int seqlen_k, int i)
+{
+    return i + seqlen_k - seqlen_q;
+}
+
+/* FLOPs by the FA3 convention: forward 4·batch·heads_q·head_dim·(unmasked (i, j) pairs);
+ * backward 2.5× forward. */
+double fx_flops_forward(const fx_problem *p);
+double fx_flops_backward(const fx_problem *p);
+
+const char *fx_dtype_name(fx_dtype dt);
+int fx_dtype_parse(const char *s, fx_dtype *out);   /* 0 ok, -1 unknown */
+size_t fx_dtype_bytes(fx_dtype dt);
+const char *fx_dist_name(fx_dist d);
+int fx_dist_parse(const char *s, fx_dist *out);     /* 0 ok, -1 unknown */
+
+/* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1". */
+void fx_problem_format(const fx_problem *p, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/*
+ * fx_reference.h — the fp64 CPU reference and the CPU emulation in the stage's dtype.
+ *
+ * The pass rule (fx_check.h) compares a stage's error against fp64 with the error
+ * of the emulation against fp64. Both work on host float tensors in the contiguous
+ * layouts of fx_problem.h whose values are already rounded to p->dtype.
+ *
+ * Forward rows are independent, so large problems check a sample of query rows.
+ * A key's gradient needs every query row of its (batch, kv head) slice and all
+ * query heads of its group, so the backward evaluates whole groups.
+ */
+#ifndef FX_REFERENCE_H
+#define FX_REFERENCE_H
+
+#include "fx_problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* fp64 forward of query rows [i0, i1) of (batch b, query head h).
+ * o: [(i1 - i0), head_dim] row-major; lse: [i1 - i0], natural log, -inf for a row
+ * that sees no key (its O row is 0). */
+void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
+                         int b, int h, int i0, int i1, double *o, double *lse);
+
+/* The same rows as a stage in p->dtype computes them: fp32 accumulation of S,
+ * fp32 softmax, P rounded to p->dtype before PV, fp32 accumulation of O, O rounded
+ * to p->dtype. LSE stays fp32. */
+void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
+                         int b, int h, int i0, int i1, float *o, float *lse);
+
+/* fp64 backward of one GQA group: batch b, kv head hk, and its G = heads_q/heads_kv
+ * query heads hk·G .. hk·G + G-1.
+ *   dq: [G, seqlen_q, head_dim]   (query head g of the group, row, column)
+ *   dk, dv: [seqlen_k, head_dim]  (summed over the group's query heads)
+ * O and LSE are recomputed in fp64 internally; D = rowsum(dO∘O). */
+void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, const float *v,
+                           const float *dout, int b, int hk, double *dq, double *dk, double *dv);
+
+/* The same group emulated in p->dtype: O and LSE from fx_emu_forward_rows, fp32
+ * accumulation everywhere, P and dS rounded to p->dtype before the GEMMs that read
+ * them, D = rowsum(dO∘O) in fp32, outputs rounded to p->dtype. Same shapes. */
+void fx_emu_backward_group(const fx_problem *p, const float *q, const float *k, const float *v,
+                           const float *dout, int b, int hk, float *dq, float *dk, float *dv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,98 @@
+/*
+ * fx_stage.h — the stage descriptor: what one stage can do and how to run it.
+ *
+ * Each stage folder builds a static library that defines one `const fx_stage`
+ * (in its stage.c) and an executable: common/fx_main.c linked with this stage's
+ * library and those of the stages it checks against (DESIGN.md, "Stage map").
+ * The harness refuses a problem outside `caps` (exit 2, naming the limit) before
+ * it calls the stage, so entry points may assume a problem their caps cover.
+ */
+#ifndef FX_STAGE_H
+#define FX_STAGE_H
+
+#include <cuda_runtime_api.h>
+
+#include "fx_problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FX_MAX_HEAD_DIMS 8
+
+typedef struct fx_caps {
+    /* head_dim: either an explicit list (n_head_dims > 0) or, when n_head_dims == 0,
+     * any multiple of head_dim_multiple in [head_dim_multiple, head_dim_max]. */
+    int head_dims[FX_MAX_HEAD_DIMS];
+    int n_head_dims;
+    int head_dim_multiple;
+    int head_dim_max;
+    unsigned dtypes;  /* FX_DTYPE_BIT(FX_BF16) | ... */
+    bool causal;      /* supports causal (bottom-right) masking */
+    bool gqa;         /* supports heads_q != heads_kv */
+    bool backward;    /* has a backward entry point */
+    int min_sm;       /* minimum compute capability ×10 (80 = sm_80) */
+    bool sm90a_only;  /* built only for sm_90a: runs on compute capability 9.0 exactly */
+    const char *limits; /* other limits in words, printed by --help, or NULL */
+} fx_caps;
+
+/* Device buffers of one forward call. Shapes and layouts: fx_problem.h. */
+typedef struct fx_fwd_args {
+    const fx_problem *p;
+    const void *q, *k, *v;    /* dtype p->dtype */
+    void *o;                  /* dtype p->dtype */
+    float *lse;               /* [batch, heads_q, seqlen_q], natural log */
+    fx_layout q_layout, k_layout, v_layout, o_layout;
+    void *workspace;          /* stage->workspace_bytes(p, false) bytes, 256-byte aligned */
+    size_t workspace_bytes;
+    cudaStream_t stream;
+} fx_fwd_args;
+
+/* Device buffers of one backward call. dQ has Q's layout, dK/dV K's and V's. */
+typedef struct fx_bwd_args {
+    const fx_problem *p;
+    const void *q, *k, *v, *o, *dout; /* dtype p->dtype; o and lse from this stage's forward */
+    const float *lse;
+    void *dq, *dk, *dv;               /* dtype p->dtype */
+    fx_layout q_layout, k_layout, v_layout, o_layout;
+    void *workspace;                  /* stage->workspace_bytes(p, true) bytes */
+    size_t workspace_bytes;
+    cudaStream_t stream;
+} fx_bwd_args;
+
+/* A CPU model of a stage's algorithm (plain C, fp32), on whole host tensors
+ * in the contiguous layouts of fx_problem.h, inputs already rounded to p->dtype. */
+typedef struct fx_cpu_model {
+    void (*forward)(const fx_problem *p, const float *q, const float *k, const float *v,
+                    float *o, float *lse);
+    void (*backward)(const fx_problem *p, const float *q, const float *k, const float *v,
+                     const float *o, const float *lse, const float *dout,
+                     float *dq, float *dk, float *dv);   /* may be NULL */
+} fx_cpu_model;
+
+typedef struct fx_stage {
+    const char *id;       /* "02_flash1": the folder name */
+    const char *summary;  /* one line: what the stage adds */
+    fx_caps caps;
+    /* Device workspace the stage needs for p (0 if none). The harness allocates it once
+     * and names the bytes if the allocation fails. May be NULL (no workspace). */
+    size_t (*workspace_bytes)(const fx_problem *p, bool backward);
+    /* Stage-specific refusal beyond caps: 0, or 2 with a message in `why`. May be NULL. */
+    int (*check_problem)(const fx_problem *p, bool backward, char *why, size_t why_len);
+    /* Enqueue the forward on a->stream; return the launch error (cudaGetLastError). */
+    cudaError_t (*forward)(const fx_fwd_args *a);
+    cudaError_t (*backward)(const fx_bwd_args *a);  /* NULL when !caps.backward */
+    const fx_cpu_model *cpu_model;                  /* NULL if the stage has none */
+} fx_stage;
+
+/* 0 when the stage's caps cover p (and backward if asked), else 2 with the limit named. */
+int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward,
+                      char *why, size_t why_len);
+
+/* Prints the capabilities as the README's stage table and --help show them. */
+void fx_caps_describe(const fx_stage *s, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
