@@ -47,6 +47,21 @@ void fx_options_default(fx_options *o);
  * overflows a 32-bit index. */
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len);
 
+/* CSV rows (--csv FILE, appended; the header is written when the file is new).
+ * One row per benchmarked (stage, direction, problem), the fields of DESIGN.md:
+ *   stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,
+ *   heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,
+ *   err_ref_max,err_prev_max,prev_stage,check
+ * direction is fwd or bwd; ms is the median of `repeats` timed calls; tflops uses
+ * fx_flops_forward/backward; err_* are max-abs errors of O (fwd) or the largest of
+ * dQ/dK/dV (bwd), empty when not checked; prev_stage is the stage compared with or
+ * empty; check is pass, fail or skipped; date is UTC ISO 8601; sm_clock_mhz is read
+ * through NVML right after the timed calls (0 when NVML is absent). */
+#define FX_CSV_HEADER \
+    "stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k," \
+    "heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops," \
+    "err_ref_max,err_prev_max,prev_stage,check"
+
 /* Runs the program; returns its exit code (0, 1, 2, 77). */
 int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages);
 
