@@ -31,6 +31,7 @@ typedef struct fx_caps {
     bool causal;      /* supports causal (bottom-right) masking */
     bool gqa;         /* supports heads_q != heads_kv */
     bool backward;    /* has a backward entry point */
+    bool deterministic_backward; /* backward outputs are bitwise repeatable (no atomics) */
     int min_sm;       /* minimum compute capability ×10 (80 = sm_80) */
     bool sm90a_only;  /* built only for sm_90a: runs on compute capability 9.0 exactly */
     const char *limits; /* other limits in words, printed by --help, or NULL */

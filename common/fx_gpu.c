@@ -1,0 +1,162 @@
+/*
+ * fx_gpu.c — the device: finding it, exit code 77, the SM clock, event timing.
+ *
+ * Host C11 over the CUDA runtime API (cudart linked statically). Nothing here links
+ * libcuda or libnvidia-ml: a program must start on a machine without a driver and
+ * exit 77 there (DESIGN.md, "Driver API without libcuda at link time").
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_gpu.h"
+
+cudaError_t fx_cuda_report(cudaError_t err, const char *what, const char *file, int line)
+{
+    if (err != cudaSuccess)
+        fprintf(stderr, "%s:%d: %s: %s (%s)\n", file, line, what, cudaGetErrorString(err),
+                cudaGetErrorName(err));
+    return err;
+}
+
+int fx_exit_code_no_gpu(void)
+{
+    const char *req = getenv("FX_REQUIRE_GPU");
+    return (req && strcmp(req, "0") != 0 && req[0] != '\0') ? FX_EXIT_FAIL : FX_EXIT_NO_GPU;
+}
+
+int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t why_len)
+{
+    memset(info, 0, sizeof *info);
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+        (err == cudaSuccess && count == 0)) {
+        snprintf(why, why_len, "no usable GPU: %s",
+                 err == cudaSuccess ? "no CUDA device" : cudaGetErrorString(err));
+        return FX_EXIT_NO_GPU;
+    }
+    if (err != cudaSuccess) {
+        snprintf(why, why_len, "cudaGetDeviceCount: %s", cudaGetErrorString(err));
+        return FX_EXIT_FAIL;
+    }
+    struct cudaDeviceProp prop;
+    if ((err = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
+        (err = cudaSetDevice(0)) != cudaSuccess) {
+        snprintf(why, why_len, "device 0: %s", cudaGetErrorString(err));
+        return FX_EXIT_FAIL;
+    }
+    info->ordinal = 0;
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->sm_count = prop.multiProcessorCount;
+    info->cc_major = prop.major;
+    info->cc_minor = prop.minor;
+    info->l2_bytes = (size_t)prop.l2CacheSize;
+    info->total_mem = prop.totalGlobalMem;
+
+    int cc = 10 * prop.major + prop.minor;
+    if (cc < s->caps.min_sm) {
+        snprintf(why, why_len, "%s is sm_%d; stage %s needs sm_%d or newer", prop.name, cc, s->id,
+                 s->caps.min_sm);
+        return FX_EXIT_NO_GPU;
+    }
+    /* sm_90a code runs on compute capability 9.0 only (PTX ISA, "Target ISA notes"). */
+    if (s->caps.sm90a_only && cc != 90) {
+        snprintf(why, why_len, "%s is sm_%d; stage %s is built for sm_90a (Hopper) only", prop.name,
+                 cc, s->id);
+        return FX_EXIT_NO_GPU;
+    }
+    return 0;
+}
+
+/* NVML, reached through dlopen so that the program does not need libnvidia-ml to
+ * start. Only the four entry points used are declared, with NVML's C ABI. */
+typedef int (*nvml_init_fn)(void);
+typedef int (*nvml_shutdown_fn)(void);
+typedef int (*nvml_handle_by_pci_fn)(const char *, void **);
+typedef int (*nvml_clock_fn)(void *, int, unsigned *);
+enum { NVML_SUCCESS = 0, NVML_CLOCK_SM = 1 };
+
+int fx_sm_clock_mhz(int ordinal)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return 0;
+    nvml_init_fn init = (nvml_init_fn)dlsym(lib, "nvmlInit_v2");
+    nvml_shutdown_fn shutdown = (nvml_shutdown_fn)dlsym(lib, "nvmlShutdown");
+    nvml_handle_by_pci_fn by_pci =
+        (nvml_handle_by_pci_fn)dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    nvml_clock_fn clock = (nvml_clock_fn)dlsym(lib, "nvmlDeviceGetClockInfo");
+    unsigned mhz = 0;
+    char bus[64];
+    /* NVML numbers devices by PCI order, CUDA by speed: match them by bus id. */
+    if (init && shutdown && by_pci && clock &&
+        cudaDeviceGetPCIBusId(bus, (int)sizeof bus, ordinal) == cudaSuccess &&
+        init() == NVML_SUCCESS) {
+        void *dev = NULL;
+        if (by_pci(bus, &dev) != NVML_SUCCESS || clock(dev, NVML_CLOCK_SM, &mhz) != NVML_SUCCESS)
+            mhz = 0;
+        shutdown();
+    }
+    dlclose(lib);
+    return (int)mhz;
+}
+
+/* Median of n values (n small): insertion sort of a copy. */
+static double median(const float *x, int n, double *lo, double *hi)
+{
+    float tmp[1024];
+    int m = n < 1024 ? n : 1024;
+    memcpy(tmp, x, (size_t)m * sizeof *tmp);
+    for (int i = 1; i < m; ++i)
+        for (int j = i; j > 0 && tmp[j - 1] > tmp[j]; --j) {
+            float t = tmp[j];
+            tmp[j] = tmp[j - 1];
+            tmp[j - 1] = t;
+        }
+    *lo = tmp[0];
+    *hi = tmp[m - 1];
+    return m % 2 ? tmp[m / 2] : 0.5 * (tmp[m / 2 - 1] + tmp[m / 2]);
+}
+
+cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_bytes, int warmup,
+                    int repeats, fx_timing *out)
+{
+    enum { MAX_REPEATS = 1024 };
+    float ms[MAX_REPEATS];
+    if (repeats > MAX_REPEATS)
+        repeats = MAX_REPEATS;
+    memset(out, 0, sizeof *out);
+
+    /* Writing 2× the L2 evicts the previous call's K, V and O from it, so every timed
+     * call reads its inputs from HBM as a first call in a real model would. */
+    size_t flush_bytes = 2 * (l2_bytes ? l2_bytes : ((size_t)64 << 20));
+    void *flush = NULL;
+    cudaEvent_t start = NULL, stop = NULL;
+    cudaError_t err;
+    if ((err = FX_CUDA(cudaMalloc(&flush, flush_bytes))) != cudaSuccess)
+        return err;
+    if ((err = FX_CUDA(cudaEventCreate(&start))) != cudaSuccess ||
+        (err = FX_CUDA(cudaEventCreate(&stop))) != cudaSuccess)
+        goto done;
+    for (int i = 0; i < warmup; ++i)
+        if ((err = fn(ctx)) != cudaSuccess)
+            goto done;
+    for (int r = 0; r < repeats; ++r) {
+        if ((err = cudaMemsetAsync(flush, r & 0xff, flush_bytes, stream)) != cudaSuccess ||
+            (err = cudaEventRecord(start, stream)) != cudaSuccess || (err = fn(ctx)) != cudaSuccess ||
+            (err = cudaEventRecord(stop, stream)) != cudaSuccess ||
+            (err = cudaEventSynchronize(stop)) != cudaSuccess ||
+            (err = cudaEventElapsedTime(&ms[r], start, stop)) != cudaSuccess)
+            goto done;
+    }
+    out->repeats = repeats;
+    out->median_ms = median(ms, repeats, &out->min_ms, &out->max_ms);
+done:
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    cudaFree(flush);
+    return err;
+}

@@ -1,0 +1,154 @@
+/*
+ * fx_options.c — command-line options of every stage program (fx_main.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_gpu.h"
+#include "fx_main.h"
+
+void fx_options_default(fx_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->problem = fx_problem_default();
+    o->check = false; /* fx_main turns check on when no mode is asked for */
+    o->repeat = 1;
+    o->warmup = 3;
+    o->iters = 10;
+    o->ref_slices = 2;
+}
+
+/* Strict integer parse: the whole string, base 10, within [lo, hi]. */
+static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out,
+                     char *why, size_t why_len)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0') {
+        snprintf(why, why_len, "%s: '%s' is not an integer", opt, s);
+        return FX_EXIT_USAGE;
+    }
+    if (v < lo || v > hi) {
+        snprintf(why, why_len, "%s: %lld is out of range [%lld, %lld]", opt, v, lo, hi);
+        return FX_EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *opt, const char *s, double *out, char *why, size_t why_len)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) {
+        snprintf(why, why_len, "%s: '%s' is not a finite number", opt, s);
+        return FX_EXIT_USAGE;
+    }
+    *out = v;
+    return 0;
+}
+
+int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len)
+{
+    fx_problem *p = &o->problem;
+    why[0] = '\0';
+    for (int a = 1; a < argc; ++a) {
+        const char *opt = argv[a];
+        /* Flags without a value. */
+        if (!strcmp(opt, "--check"))  { o->check = true; continue; }
+        if (!strcmp(opt, "--bench"))  { o->bench = true; continue; }
+        if (!strcmp(opt, "--bwd"))    { o->backward = true; continue; }
+        if (!strcmp(opt, "--matrix")) { o->matrix = true; continue; }
+        if (!strcmp(opt, "--cpu"))    { o->cpu = true; continue; }
+        if (!strcmp(opt, "--causal")) { p->causal = true; continue; }
+        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) { o->help = true; continue; }
+
+        /* Options with a value. Sizes are parsed as positive ints: the element-count
+         * check in fx_problem_validate catches products that overflow. */
+        if (a + 1 >= argc) {
+            snprintf(why, why_len, "%s: unknown option, or missing its value", opt);
+            return FX_EXIT_USAGE;
+        }
+        const char *val = argv[++a];
+        long long n = 0;
+        int rc = 0;
+        if (!strcmp(opt, "--batch")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->batch = (int)n;
+        } else if (!strcmp(opt, "--seqlen")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->seqlen_q = p->seqlen_k = (int)n;
+        } else if (!strcmp(opt, "--seqlen-q")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->seqlen_q = (int)n;
+        } else if (!strcmp(opt, "--seqlen-k")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->seqlen_k = (int)n;
+        } else if (!strcmp(opt, "--heads")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->heads_q = p->heads_kv = (int)n;
+        } else if (!strcmp(opt, "--heads-q")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->heads_q = (int)n;
+        } else if (!strcmp(opt, "--heads-kv")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->heads_kv = (int)n;
+        } else if (!strcmp(opt, "--head-dim")) {
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->head_dim = (int)n;
+        } else if (!strcmp(opt, "--dtype")) {
+            if (fx_dtype_parse(val, &p->dtype) != 0) {
+                snprintf(why, why_len, "--dtype: '%s' is not one of bf16, fp16", val);
+                rc = FX_EXIT_USAGE;
+            }
+        } else if (!strcmp(opt, "--dist")) {
+            if (fx_dist_parse(val, &p->dist) != 0) {
+                snprintf(why, why_len, "--dist: '%s' is not one of normal, outliers, large-logits",
+                         val);
+                rc = FX_EXIT_USAGE;
+            }
+        } else if (!strcmp(opt, "--scale")) {
+            double s = 0;
+            if (!(rc = parse_double(opt, val, &s, why, why_len))) {
+                if (s <= 0) {
+                    snprintf(why, why_len, "--scale: %g must be positive", s);
+                    rc = FX_EXIT_USAGE;
+                } else {
+                    p->softmax_scale = s;
+                }
+            }
+        } else if (!strcmp(opt, "--seed")) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long s = strtoull(val, &end, 0);
+            if (errno != 0 || end == val || *end != '\0' || val[0] == '-') {
+                snprintf(why, why_len, "--seed: '%s' is not an unsigned integer", val);
+                rc = FX_EXIT_USAGE;
+            } else {
+                p->seed = (uint64_t)s;
+                o->seed_given = true;
+            }
+        } else if (!strcmp(opt, "--repeat")) {
+            if (!(rc = parse_int(opt, val, 1, 1000000, &n, why, why_len))) o->repeat = (int)n;
+        } else if (!strcmp(opt, "--fuzz")) {
+            if (!(rc = parse_int(opt, val, 1, 1000000, &n, why, why_len))) o->fuzz = (int)n;
+        } else if (!strcmp(opt, "--warmup")) {
+            if (!(rc = parse_int(opt, val, 0, 100000, &n, why, why_len))) o->warmup = (int)n;
+        } else if (!strcmp(opt, "--iters")) {
+            if (!(rc = parse_int(opt, val, 1, 100000, &n, why, why_len))) o->iters = (int)n;
+        } else if (!strcmp(opt, "--ref-slices")) {
+            if (!(rc = parse_int(opt, val, 1, 1 << 20, &n, why, why_len))) o->ref_slices = (int)n;
+        } else if (!strcmp(opt, "--csv")) {
+            o->csv = val;
+        } else {
+            snprintf(why, why_len, "%s: unknown option (see --help)", opt);
+            return FX_EXIT_USAGE;
+        }
+        if (rc != 0)
+            return rc;
+    }
+    if (o->help)
+        return 0;
+    return fx_problem_validate(p, why, why_len);
+}

@@ -1,0 +1,85 @@
+/*
+ * fx_stage.c — capability checks shared by every stage program (fx_stage.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "fx_stage.h"
+
+static bool head_dim_supported(const fx_caps *c, int d)
+{
+    if (c->n_head_dims > 0) {
+        for (int i = 0; i < c->n_head_dims; ++i)
+            if (c->head_dims[i] == d)
+                return true;
+        return false;
+    }
+    return c->head_dim_multiple > 0 && d % c->head_dim_multiple == 0 && d <= c->head_dim_max;
+}
+
+static void head_dims_text(const fx_caps *c, char *buf, size_t len)
+{
+    if (c->n_head_dims > 0) {
+        size_t off = 0;
+        for (int i = 0; i < c->n_head_dims && off < len; ++i)
+            off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? "/" : "", c->head_dims[i]);
+    } else {
+        snprintf(buf, len, "multiples of %d up to %d", c->head_dim_multiple, c->head_dim_max);
+    }
+}
+
+int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, char *why,
+                      size_t why_len)
+{
+    const fx_caps *c = &s->caps;
+    char dims[128];
+    if (!head_dim_supported(c, p->head_dim)) {
+        head_dims_text(c, dims, sizeof dims);
+        snprintf(why, why_len, "stage %s: head_dim %d is not supported (head_dim: %s)", s->id,
+                 p->head_dim, dims);
+        return 2;
+    }
+    if (!(c->dtypes & FX_DTYPE_BIT(p->dtype))) {
+        snprintf(why, why_len, "stage %s: dtype %s is not supported", s->id,
+                 fx_dtype_name(p->dtype));
+        return 2;
+    }
+    if (p->causal && !c->causal) {
+        snprintf(why, why_len, "stage %s: causal masking is not supported", s->id);
+        return 2;
+    }
+    if (p->heads_q != p->heads_kv && !c->gqa) {
+        snprintf(why, why_len, "stage %s: heads_q (%d) != heads_kv (%d) needs GQA, not supported",
+                 s->id, p->heads_q, p->heads_kv);
+        return 2;
+    }
+    if (backward && (!c->backward || !s->backward)) {
+        snprintf(why, why_len, "stage %s has no backward", s->id);
+        return 2;
+    }
+    if (s->check_problem)
+        return s->check_problem(p, backward, why, why_len);
+    return 0;
+}
+
+void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
+{
+    const fx_caps *c = &s->caps;
+    char dims[128];
+    head_dims_text(c, dims, sizeof dims);
+    char dtypes[32] = "";
+    for (int dt = 0; dt < FX_DTYPE_COUNT; ++dt)
+        if (c->dtypes & FX_DTYPE_BIT(dt)) {
+            if (dtypes[0])
+                strncat(dtypes, "/", sizeof dtypes - strlen(dtypes) - 1);
+            strncat(dtypes, fx_dtype_name((fx_dtype)dt), sizeof dtypes - strlen(dtypes) - 1);
+        }
+    snprintf(buf, len,
+             "  head_dim: %s\n  dtype:    %s\n  causal:   %s\n  GQA/MQA:  %s\n"
+             "  backward: %s\n  GPU:      %s%d%s\n%s%s%s",
+             dims, dtypes, c->causal ? "yes (bottom-right)" : "no", c->gqa ? "yes" : "no",
+             c->backward ? (c->deterministic_backward ? "yes (deterministic)" : "yes") : "no",
+             c->sm90a_only ? "sm_" : "sm_", c->sm90a_only ? 90 : c->min_sm,
+             c->sm90a_only ? "a (Hopper) only" : " or newer", c->limits ? "  limits:   " : "",
+             c->limits ? c->limits : "", c->limits ? "\n" : "");
+}
