@@ -51,7 +51,7 @@ int main(int argc, char **argv)
   foreach(id IN LISTS S_CHECKS)
     target_link_libraries(stage_${S_ID} PRIVATE fx_stage_${id})
   endforeach()
-  set_target_properties(stage_${S_ID} PROPERTIES LINKER_LANGUAGE CUDA)
+  set_target_properties(stage_${S_ID} PROPERTIES LINKER_LANGUAGE CXX)
 
   # ptxas resource report of the stage's kernels, kept for the ptx tests.
   set(cu_sources ${S_SOURCES})

@@ -29,9 +29,10 @@ typedef struct fx_err {
     double rel_l2;     /* ||x - ref||_2 / ||ref||_2 (0 when ref is 0)                       */
     double rmse;       /* sqrt(mean (x - ref)²)                                              */
     double ref_max;    /* max |ref| over finite ref                                          */
-    size_t nan_count;  /* NaN in x                                                           */
-    size_t inf_mismatch; /* x and ref disagree on being ±inf (LSE of rows that see no key) */
-    size_t n;
+    size_t nan_count;  /* NaN in x (or in ref, which only a broken reference has)           */
+    size_t inf_mismatch; /* x and ref disagree on being ±inf (LSE of rows that see no key);
+                          * equal infinities count as error 0 and are not in ref_max      */
+    size_t n;          /* all pairs, those with NaN or ±inf included (rmse divides by it)    */
 } fx_err;
 
 /* Running accumulator, so metrics can be gathered over sampled rows. */
@@ -49,16 +50,20 @@ fx_err fx_compare_f64(const float *x, const double *ref, size_t n);
 fx_err fx_compare_f32(const float *x, const float *ref, size_t n);
 
 /* The slack added to the bound for a tensor stored in dt whose largest reference
- * magnitude is ref_max: one ulp of dt at ref_max. */
+ * magnitude is ref_max: one ulp of dt at ref_max, 2^(floor(log2 ref_max) - 7) for bf16
+ * and 2^(floor(log2 ref_max) - 10) for fp16. Below dt's smallest normal (ref_max = 0
+ * included) it is the subnormal step: 2^-133 for bf16, 2^-24 for fp16. */
 double fx_slack(fx_dtype dt, double ref_max);
 
-/* bound = FX_PASS_FACTOR·emu.max_abs + slack; returns stage passes. For tensors in
- * the problem's dtype (O, dQ, dK, dV). */
+/* bound = FX_PASS_FACTOR·emu.max_abs + slack (ref_max: the larger of the two);
+ * returns stage.max_abs <= bound. Any NaN or inf_mismatch in stage (or in emu, whose
+ * error would then mean nothing) fails. bound may be NULL. For tensors in the
+ * problem's dtype (O, dQ, dK, dV). */
 bool fx_pass(fx_err stage, fx_err emu, fx_dtype dt, double *bound);
-/* The same rule for the fp32 LSE. */
+/* The same rule for the fp32 LSE: slack FX_LSE_REL_SLACK·max(1, ref_max). */
 bool fx_pass_lse(fx_err stage, fx_err emu, double *bound);
 
-/* "max 1.2e-03 rel 3.4e-03 rmse 5.6e-04 nan 0" */
+/* "max 1.2e-03 rel 3.4e-03 rmse 5.6e-04 nan 0", then " inf-mismatch N" when N > 0. */
 void fx_err_format(fx_err e, char *buf, size_t len);
 
 #ifdef __cplusplus

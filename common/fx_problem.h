@@ -57,8 +57,12 @@ typedef struct fx_layout {
 /* The default problem of the main job: batch 4, seqlen 4096, heads 16, head_dim 128, bf16. */
 fx_problem fx_problem_default(void);
 
-/* Checks sizes and derived values; fills softmax_scale when it is <= 0.
- * Returns 0, or 2 with a message naming the bad value in `why` (usage error). */
+/* Checks sizes and derived values; fills softmax_scale with 1/sqrt(head_dim) when it
+ * is <= 0. Refuses: a size <= 0; heads_q not a multiple of heads_kv; head_dim not a
+ * multiple of 8 in [8, 256]; an unknown dtype or dist; Q/O, K/V or LSE with more than
+ * INT32_MAX elements (kernels index with 32-bit ints); a non-finite softmax_scale.
+ * Returns 0, or 2 with a message naming the bad value in `why` (usage error), e.g.
+ * "heads_q (6) is not a multiple of heads_kv (4)". */
 int fx_problem_validate(fx_problem *p, char *why, size_t why_len);
 
 /* Contiguous layouts of Q/O (heads_q) and K/V (heads_kv). */
@@ -89,7 +93,9 @@ size_t fx_dtype_bytes(fx_dtype dt);
 const char *fx_dist_name(fx_dist d);
 int fx_dist_parse(const char *s, fx_dist *out);     /* 0 ok, -1 unknown */
 
-/* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1". */
+/* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1"
+ * ("non-causal" when not causal; " scale=F" before the seed only when softmax_scale is
+ * set and not the default 1/sqrt(head_dim)). */
 void fx_problem_format(const fx_problem *p, char *buf, size_t len);
 
 #ifdef __cplusplus
