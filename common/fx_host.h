@@ -39,11 +39,14 @@ void fx_from_bits(fx_dtype dt, const uint16_t *h, float *out, size_t n);
 uint64_t fx_rng_u64(uint64_t seed, uint64_t stream, uint64_t index);
 double fx_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index); /* in (0, 1)   */
 double fx_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);  /* N(0, 1)     */
+/* (fx_rng_normal: Box–Muller on the uniforms at 2·index and 2·index + 1 of the stream.) */
 
 /* Which tensor a fill is for: each has its own stream of numbers. */
 typedef enum fx_tensor_id { FX_T_Q = 1, FX_T_K, FX_T_V, FX_T_DO } fx_tensor_id;
 
-/* Fills x[0..n) with p->dist for tensor `id`, from p->seed, rounded to p->dtype. */
+/* Fills x[0..n) with p->dist for tensor `id`, from p->seed, rounded to p->dtype.
+ * Element i depends only on (p->seed, id, i): fills of any length agree on their common
+ * prefix, whatever the thread count (the loop runs under OpenMP). */
 void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n);
 
 /* A fresh seed from the clock and pid, for --fuzz. */

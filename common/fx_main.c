@@ -348,26 +348,31 @@ static void check_forward(const fx_ctx *c, const fx_problem *p, const fx_case_ho
     int d = p->head_dim, nr = s.n_rows;
     fx_err_acc o, l, oe, le;
     fx_err_acc_init(&o); fx_err_acc_init(&l); fx_err_acc_init(&oe); fx_err_acc_init(&le);
-    double *ro = xmalloc((size_t)d * sizeof(double));
-    float *eo = xmalloc((size_t)d * sizeof(float));
-    for (int sl = 0; sl < s.n_slices; ++sl) {
-        int b = s.b[sl], hh = s.h[sl];
-        for (int r = 0; r < nr; ++r) {
-            int i = s.rows[r];
-            double rlse;
-            float lse_e;
-            fx_ref_forward_rows(p, h->q, h->k, h->v, b, hh, i, i + 1, ro, &rlse);
-            fx_emu_forward_rows(p, h->q, h->k, h->v, b, hh, i, i + 1, eo, &lse_e);
-            for (int col = 0; col < d; ++col) {
-                float x = st->o_h[idx4(b, i, hh, col, p->seqlen_q, p->heads_q, d)];
-                fx_err_acc_add(&o, x, ro[col]);
-                fx_err_acc_add(&oe, eo[col], ro[col]);
-            }
-            float xl = st->lse_h[((size_t)b * p->heads_q + hh) * p->seqlen_q + i];
-            fx_err_acc_add(&l, xl, rlse);
-            fx_err_acc_add(&le, lse_e, rlse);
-        }
+    /* Rows are independent: evaluate all sampled rows (in parallel where OpenMP is
+     * there), then accumulate the metrics serially in a fixed order. */
+    size_t total = (size_t)s.n_slices * nr;
+    double *ro = xmalloc(total * d * sizeof(double)), *rl = xmalloc(total * sizeof(double));
+    float *eo = xmalloc(total * d * sizeof(float)), *el = xmalloc(total * sizeof(float));
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 4)
+#endif
+    for (long long t = 0; t < (long long)total; ++t) {
+        int sl = (int)(t / nr), i = s.rows[t % nr];
+        fx_ref_forward_rows(p, h->q, h->k, h->v, s.b[sl], s.h[sl], i, i + 1, ro + t * d, rl + t);
+        fx_emu_forward_rows(p, h->q, h->k, h->v, s.b[sl], s.h[sl], i, i + 1, eo + t * d, el + t);
     }
+    for (size_t t = 0; t < total; ++t) {
+        int sl = (int)(t / nr), i = s.rows[t % nr], b = s.b[sl], hh = s.h[sl];
+        for (int col = 0; col < d; ++col) {
+            float x = st->o_h[idx4(b, i, hh, col, p->seqlen_q, p->heads_q, d)];
+            fx_err_acc_add(&o, x, ro[t * d + col]);
+            fx_err_acc_add(&oe, eo[t * d + col], ro[t * d + col]);
+        }
+        float xl = st->lse_h[((size_t)b * p->heads_q + hh) * p->seqlen_q + i];
+        fx_err_acc_add(&l, xl, rl[t]);
+        fx_err_acc_add(&le, el[t], rl[t]);
+    }
+    free(rl); free(el);
     free(ro); free(eo); free(s.rows);
     out->o = fx_err_acc_result(&o);
     out->lse = fx_err_acc_result(&l);

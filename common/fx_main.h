@@ -37,7 +37,8 @@ typedef struct fx_options {
     const char *csv; /* append result rows to this file */
 } fx_options;
 
-/* Defaults: fx_problem_default(), --check, warmup 3, iters 10 (DESIGN.md, "Timing"). */
+/* Defaults: fx_problem_default(), no mode (fx_main then runs --check), warmup 3,
+ * iters 10 (DESIGN.md, "Timing"), 2 reference slices. */
 void fx_options_default(fx_options *o);
 
 /* Parses argv. Returns 0, or 2 with a message that names the bad option or value in

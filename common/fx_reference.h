@@ -8,6 +8,11 @@
  * Forward rows are independent, so large problems check a sample of query rows.
  * A key's gradient needs every query row of its (batch, kv head) slice and all
  * query heads of its group, so the backward evaluates whole groups.
+ *
+ * All four spread their rows (or keys) over OpenMP threads; the results do not depend
+ * on the thread count. Working memory is O(seqlen_k + head_dim) per row and O(G·seqlen_q)
+ * per group: the backward recomputes P per key instead of storing seqlen_q × seqlen_k.
+ * Running out of host memory aborts with a message (there is no error to return).
  */
 #ifndef FX_REFERENCE_H
 #define FX_REFERENCE_H

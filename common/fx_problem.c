@@ -1,0 +1,241 @@
+/*
+ * fx_problem.c — the attention problem: defaults, validation, layouts, FLOPs, names.
+ *
+ * Everything here is plain arithmetic on the sizes of fx_problem.h; the contract
+ * (layouts, GQA head map, bottom-right causal mask) is stated there.
+ */
+#include "fx_problem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+fx_problem fx_problem_default(void)
+{
+    fx_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = 4;
+    p.seqlen_q = 4096;
+    p.seqlen_k = 4096;
+    p.heads_q = 16;
+    p.heads_kv = 16;
+    p.head_dim = 128;
+    p.dtype = FX_BF16;
+    p.causal = false;
+    p.softmax_scale = 0.0; /* resolved to 1/sqrt(head_dim) by fx_problem_validate */
+    p.seed = 1;
+    p.dist = FX_DIST_NORMAL;
+    return p;
+}
+
+/* Head dims every stage may be asked for: multiples of 8 (16-byte rows of a 2-byte
+ * dtype, the unit of every vector load and TMA box) up to 256 (FA3's largest). */
+enum { FX_HEAD_DIM_MULTIPLE = 8, FX_HEAD_DIM_MAX = 256 };
+
+/* Kernels index a tensor with 32-bit ints, so no tensor may have more elements. */
+#define FX_INDEX_LIMIT 2147483647.0 /* INT32_MAX */
+
+/* Product of sizes in double: exact below 2^53, and it cannot overflow the way an
+ * integer product of four ints can, so the message shows the real count. */
+static double count3(int a, int b, int c) { return (double)a * (double)b * (double)c; }
+
+static int refuse(char *why, size_t why_len, const char *msg)
+{
+    if (why && why_len)
+        snprintf(why, why_len, "%s", msg);
+    return 2;
+}
+
+int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
+{
+    char msg[256];
+    const struct { const char *name; int value; } sizes[] = {
+        {"batch", p->batch},       {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k},
+        {"heads_q", p->heads_q},   {"heads_kv", p->heads_kv}, {"head_dim", p->head_dim},
+    };
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        if (sizes[s].value <= 0) {
+            snprintf(msg, sizeof msg, "%s (%d) must be positive", sizes[s].name, sizes[s].value);
+            return refuse(why, why_len, msg);
+        }
+    }
+    if (p->heads_q % p->heads_kv != 0) {
+        snprintf(msg, sizeof msg, "heads_q (%d) is not a multiple of heads_kv (%d)",
+                 p->heads_q, p->heads_kv);
+        return refuse(why, why_len, msg);
+    }
+    if (p->head_dim % FX_HEAD_DIM_MULTIPLE != 0 || p->head_dim > FX_HEAD_DIM_MAX) {
+        snprintf(msg, sizeof msg, "head_dim (%d) is not a multiple of %d in [%d, %d]",
+                 p->head_dim, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MAX);
+        return refuse(why, why_len, msg);
+    }
+    if ((int)p->dtype < 0 || p->dtype >= FX_DTYPE_COUNT) {
+        snprintf(msg, sizeof msg, "dtype (%d) is not bf16 or fp16", (int)p->dtype);
+        return refuse(why, why_len, msg);
+    }
+    if ((int)p->dist < 0 || p->dist >= FX_DIST_COUNT) {
+        snprintf(msg, sizeof msg, "dist (%d) is not normal, outliers or large-logits",
+                 (int)p->dist);
+        return refuse(why, why_len, msg);
+    }
+
+    const struct { const char *what; double count; } counts[] = {
+        {"Q/O (batch*seqlen_q*heads_q*head_dim)",
+         count3(p->batch, p->seqlen_q, p->heads_q) * p->head_dim},
+        {"K/V (batch*seqlen_k*heads_kv*head_dim)",
+         count3(p->batch, p->seqlen_k, p->heads_kv) * p->head_dim},
+        {"LSE (batch*heads_q*seqlen_q)", count3(p->batch, p->heads_q, p->seqlen_q)},
+    };
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        if (counts[c].count > FX_INDEX_LIMIT) {
+            snprintf(msg, sizeof msg,
+                     "%s has %.0f elements, more than the 32-bit index limit %.0f",
+                     counts[c].what, counts[c].count, FX_INDEX_LIMIT);
+            return refuse(why, why_len, msg);
+        }
+    }
+
+    /* NaN <= 0 is false, so the finiteness test comes first. */
+    if (!isfinite(p->softmax_scale)) {
+        snprintf(msg, sizeof msg, "softmax_scale (%g) is not finite", p->softmax_scale);
+        return refuse(why, why_len, msg);
+    }
+    if (p->softmax_scale <= 0.0)
+        p->softmax_scale = 1.0 / sqrt((double)p->head_dim);
+    return 0;
+}
+
+fx_layout fx_layout_q(const fx_problem *p)
+{
+    fx_layout l;
+    l.head_stride = p->head_dim;
+    l.row_stride = (int64_t)p->heads_q * p->head_dim;
+    l.batch_stride = (int64_t)p->seqlen_q * l.row_stride;
+    return l;
+}
+
+fx_layout fx_layout_kv(const fx_problem *p)
+{
+    fx_layout l;
+    l.head_stride = p->head_dim;
+    l.row_stride = (int64_t)p->heads_kv * p->head_dim;
+    l.batch_stride = (int64_t)p->seqlen_k * l.row_stride;
+    return l;
+}
+
+size_t fx_numel_q(const fx_problem *p)
+{
+    return (size_t)p->batch * (size_t)p->seqlen_q * (size_t)p->heads_q * (size_t)p->head_dim;
+}
+
+size_t fx_numel_kv(const fx_problem *p)
+{
+    return (size_t)p->batch * (size_t)p->seqlen_k * (size_t)p->heads_kv * (size_t)p->head_dim;
+}
+
+size_t fx_numel_lse(const fx_problem *p)
+{
+    return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seqlen_q;
+}
+
+int fx_keys_seen(const fx_problem *p, int i)
+{
+    if (!p->causal)
+        return p->seqlen_k;
+    /* Keys 0 .. last are visible; int64 because i + seqlen_k may pass INT_MAX. */
+    int64_t seen = (int64_t)i + p->seqlen_k - p->seqlen_q + 1;
+    if (seen < 0)
+        return 0;
+    if (seen > p->seqlen_k)
+        return p->seqlen_k;
+    return (int)seen;
+}
+
+/* Unmasked (i, j) pairs, exactly. Causal: row i sees c_i = max(0, i + sk - sq + 1)
+ * keys (never more than sk, as i <= sq - 1). The rows that see something,
+ * i = i0 .. sq-1 with i0 = max(0, sq - sk), form an arithmetic series from
+ * c_i0 up to c_{sq-1} = sk, whose sum is rows·(first + last)/2. The product
+ * rows·(first + last) < 2^31·2^32 fits in uint64 and is always even. */
+static uint64_t unmasked_pairs(const fx_problem *p)
+{
+    uint64_t sq = (uint64_t)p->seqlen_q, sk = (uint64_t)p->seqlen_k;
+    if (!p->causal)
+        return sq * sk;
+    uint64_t i0 = sq > sk ? sq - sk : 0;
+    uint64_t rows = sq - i0;
+    uint64_t first = i0 + sk + 1 - sq; /* c_i0 = i0 + sk - sq + 1 >= 1 */
+    return rows * (first + sk) / 2;
+}
+
+double fx_flops_forward(const fx_problem *p)
+{
+    /* Two GEMMs (S = QKᵀ and O = PV), 2 FLOPs per multiply-add each, per pair and column. */
+    return 4.0 * p->batch * p->heads_q * p->head_dim * (double)unmasked_pairs(p);
+}
+
+double fx_flops_backward(const fx_problem *p)
+{
+    /* Five GEMMs instead of two (FA3 convention): 2.5× the forward. */
+    return 2.5 * fx_flops_forward(p);
+}
+
+const char *fx_dtype_name(fx_dtype dt)
+{
+    switch (dt) {
+    case FX_BF16: return "bf16";
+    case FX_FP16: return "fp16";
+    default: return "unknown-dtype";
+    }
+}
+
+int fx_dtype_parse(const char *s, fx_dtype *out)
+{
+    for (int dt = 0; dt < FX_DTYPE_COUNT; dt++) {
+        if (s && strcmp(s, fx_dtype_name((fx_dtype)dt)) == 0) {
+            *out = (fx_dtype)dt;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+size_t fx_dtype_bytes(fx_dtype dt)
+{
+    (void)dt; /* bf16 and fp16 are both 2 bytes */
+    return 2;
+}
+
+const char *fx_dist_name(fx_dist d)
+{
+    switch (d) {
+    case FX_DIST_NORMAL: return "normal";
+    case FX_DIST_OUTLIERS: return "outliers";
+    case FX_DIST_LARGE_LOGITS: return "large-logits";
+    default: return "unknown-dist";
+    }
+}
+
+int fx_dist_parse(const char *s, fx_dist *out)
+{
+    for (int d = 0; d < FX_DIST_COUNT; d++) {
+        if (s && strcmp(s, fx_dist_name((fx_dist)d)) == 0) {
+            *out = (fx_dist)d;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void fx_problem_format(const fx_problem *p, char *buf, size_t len)
+{
+    /* The scale is printed only when it is not the default, so the usual line stays short
+     * and a custom scale is still reproducible from it. */
+    char scale[48] = "";
+    double default_scale = 1.0 / sqrt((double)(p->head_dim > 0 ? p->head_dim : 1));
+    if (p->softmax_scale > 0.0 && fabs(p->softmax_scale - default_scale) > 1e-12 * default_scale)
+        snprintf(scale, sizeof scale, " scale=%.9g", p->softmax_scale);
+    snprintf(buf, len, "b=%d sq=%d sk=%d hq=%d hkv=%d d=%d %s %s %s%s seed=%llu",
+             p->batch, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim,
+             fx_dtype_name(p->dtype), p->causal ? "causal" : "non-causal", fx_dist_name(p->dist),
+             scale, (unsigned long long)p->seed);
+}

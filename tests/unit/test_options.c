@@ -1,0 +1,243 @@
+/*
+ * test_options.c — the command line of every stage program (fx_options_parse in
+ * fx_main.h): bad usage returns 2 with a message that names the bad value, and a valid
+ * line sets every field it mentions.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_main.h"
+
+enum { MAX_ARGS = 64 };
+
+typedef struct parsed {
+    int rc;
+    fx_options o;
+    char why[512];
+} parsed;
+
+/* Parses `line` (words separated by single spaces) as the arguments after argv[0]. */
+static parsed parse(const char *line)
+{
+    static char buf[1024];
+    char *argv[MAX_ARGS];
+    int argc = 0;
+    argv[argc++] = "stage_test";
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *word = strtok(buf, " "); word && argc < MAX_ARGS; word = strtok(NULL, " "))
+        argv[argc++] = word;
+
+    parsed r;
+    memset(&r, 0, sizeof r);
+    fx_options_default(&r.o);
+    r.rc = fx_options_parse(argc, argv, &r.o, r.why, sizeof r.why);
+    return r;
+}
+
+/* `line` is refused with 2 and a message that contains every string in `names`. */
+static void assert_refused(const char *line, const char *name1, const char *name2)
+{
+    parsed r = parse(line);
+    ck_assert_msg(r.rc == 2, "'%s' returned %d, expected 2 (message '%s')", line, r.rc, r.why);
+    ck_assert_msg(strstr(r.why, name1) != NULL, "'%s': message '%s' does not name '%s'", line,
+                  r.why, name1);
+    if (name2)
+        ck_assert_msg(strstr(r.why, name2) != NULL, "'%s': message '%s' does not name '%s'", line,
+                      r.why, name2);
+}
+
+/* ---- refusals ----------------------------------------------------------------------- */
+
+START_TEST(zero_or_negative_sizes_are_refused_naming_the_value)
+{
+    assert_refused("--batch 0", "batch", "0");
+    assert_refused("--batch -4", "batch", "-4");
+    assert_refused("--seqlen 0", "seqlen", "0");
+    assert_refused("--seqlen-q -1", "seqlen-q", "-1");
+    assert_refused("--seqlen-k 0", "seqlen-k", "0");
+    assert_refused("--heads 0", "heads", "0");
+    assert_refused("--heads-q -2", "heads-q", "-2");
+    assert_refused("--heads-kv 0", "heads-kv", "0");
+    assert_refused("--head-dim 0", "head-dim", "0");
+    assert_refused("--head-dim -64", "head-dim", "-64");
+}
+END_TEST
+
+START_TEST(heads_q_not_a_multiple_of_heads_kv_is_refused)
+{
+    assert_refused("--heads-q 6 --heads-kv 4", "heads_q (6) is not a multiple of heads_kv (4)", NULL);
+    assert_refused("--heads-kv 3", "heads_q (16) is not a multiple of heads_kv (3)", NULL);
+}
+END_TEST
+
+START_TEST(head_dims_outside_multiples_of_8_up_to_256_are_refused)
+{
+    assert_refused("--head-dim 100", "head_dim", "100");
+    assert_refused("--head-dim 264", "head_dim", "264");
+    assert_refused("--head-dim 4", "head_dim", "4");
+    assert_refused("--head-dim 512", "head_dim", "512");
+}
+END_TEST
+
+START_TEST(an_unknown_dtype_or_distribution_is_refused)
+{
+    assert_refused("--dtype fp8x", "fp8x", NULL);
+    assert_refused("--dtype BF16", "BF16", NULL);
+    assert_refused("--dist gaussian", "gaussian", NULL);
+}
+END_TEST
+
+START_TEST(a_malformed_number_is_refused)
+{
+    assert_refused("--batch 4x", "4x", NULL);
+    assert_refused("--seqlen 1e3", "1e3", NULL);
+    assert_refused("--head-dim 12.5", "12.5", NULL);
+    assert_refused("--repeat three", "three", NULL);
+    assert_refused("--scale half", "half", NULL);
+    assert_refused("--seed -1", "-1", NULL);
+    assert_refused("--batch 99999999999", "99999999999", NULL); /* past INT_MAX */
+}
+END_TEST
+
+START_TEST(an_unknown_option_or_a_missing_value_is_refused)
+{
+    assert_refused("--frobnicate", "--frobnicate", NULL);
+    assert_refused("--frobnicate 3", "--frobnicate", NULL);
+    assert_refused("--check --bnech", "--bnech", NULL);
+    assert_refused("--batch", "--batch", NULL); /* no value follows */
+}
+END_TEST
+
+START_TEST(sizes_past_a_32_bit_index_are_refused)
+{
+    /* Q would hold 65536·65536·16·128 = 2^43 elements. */
+    assert_refused("--batch 65536 --seqlen 65536 --heads 16 --head-dim 128", "8796093022208", NULL);
+    /* K/V alone: 1·2^20·16·128 = 2^31, one past INT32_MAX. */
+    assert_refused("--batch 1 --seqlen-q 1 --seqlen-k 1048576 --heads 16 --head-dim 128",
+                   "2147483648", NULL);
+}
+END_TEST
+
+/* ---- acceptance --------------------------------------------------------------------- */
+
+START_TEST(no_options_give_the_defaults)
+{
+    parsed r = parse("");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    const fx_problem *p = &r.o.problem;
+    ck_assert_int_eq(p->batch, 4);
+    ck_assert_int_eq(p->seqlen_q, 4096);
+    ck_assert_int_eq(p->seqlen_k, 4096);
+    ck_assert_int_eq(p->heads_q, 16);
+    ck_assert_int_eq(p->heads_kv, 16);
+    ck_assert_int_eq(p->head_dim, 128);
+    ck_assert_int_eq(p->dtype, FX_BF16);
+    ck_assert_int_eq(p->dist, FX_DIST_NORMAL);
+    ck_assert(!p->causal);
+    ck_assert_double_eq_tol(p->softmax_scale, 1.0 / sqrt(128.0), 1e-15);
+    ck_assert(!r.o.bench);
+    ck_assert(!r.o.backward);
+    ck_assert(!r.o.matrix);
+    ck_assert(!r.o.cpu);
+    ck_assert(!r.o.help);
+    ck_assert(!r.o.seed_given);
+    ck_assert_int_eq(r.o.warmup, 3);
+    ck_assert_int_eq(r.o.iters, 10);
+    ck_assert_ptr_null(r.o.csv);
+}
+END_TEST
+
+START_TEST(a_full_valid_line_sets_every_field)
+{
+    parsed r = parse("--batch 2 --seqlen-q 100 --seqlen-k 300 --heads-q 8 --heads-kv 2 "
+                     "--head-dim 64 --dtype fp16 --causal --scale 0.2 --seed 42 --dist outliers "
+                     "--check --bench --bwd --matrix --cpu --repeat 3 --fuzz 5 --warmup 2 "
+                     "--iters 7 --csv out.csv");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    const fx_problem *p = &r.o.problem;
+    ck_assert_int_eq(p->batch, 2);
+    ck_assert_int_eq(p->seqlen_q, 100);
+    ck_assert_int_eq(p->seqlen_k, 300);
+    ck_assert_int_eq(p->heads_q, 8);
+    ck_assert_int_eq(p->heads_kv, 2);
+    ck_assert_int_eq(p->head_dim, 64);
+    ck_assert_int_eq(p->dtype, FX_FP16);
+    ck_assert(p->causal);
+    ck_assert_double_eq(p->softmax_scale, 0.2);
+    ck_assert_uint_eq(p->seed, 42);
+    ck_assert(r.o.seed_given);
+    ck_assert_int_eq(p->dist, FX_DIST_OUTLIERS);
+    ck_assert(r.o.check);
+    ck_assert(r.o.bench);
+    ck_assert(r.o.backward);
+    ck_assert(r.o.matrix);
+    ck_assert(r.o.cpu);
+    ck_assert_int_eq(r.o.repeat, 3);
+    ck_assert_int_eq(r.o.fuzz, 5);
+    ck_assert_int_eq(r.o.warmup, 2);
+    ck_assert_int_eq(r.o.iters, 7);
+    ck_assert_str_eq(r.o.csv, "out.csv");
+}
+END_TEST
+
+START_TEST(seqlen_and_heads_set_both_sides)
+{
+    parsed r = parse("--seqlen 777 --heads 12 --dist large-logits --dtype bf16");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_int_eq(r.o.problem.seqlen_q, 777);
+    ck_assert_int_eq(r.o.problem.seqlen_k, 777);
+    ck_assert_int_eq(r.o.problem.heads_q, 12);
+    ck_assert_int_eq(r.o.problem.heads_kv, 12);
+    ck_assert_int_eq(r.o.problem.dist, FX_DIST_LARGE_LOGITS);
+
+    /* Later options win: --seqlen then --seqlen-k leaves seqlen_q alone. */
+    r = parse("--seqlen 64 --seqlen-k 128 --heads 8 --heads-kv 1");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_int_eq(r.o.problem.seqlen_q, 64);
+    ck_assert_int_eq(r.o.problem.seqlen_k, 128);
+    ck_assert_int_eq(r.o.problem.heads_q, 8);
+    ck_assert_int_eq(r.o.problem.heads_kv, 1);
+}
+END_TEST
+
+START_TEST(help_is_accepted)
+{
+    parsed r = parse("--help");
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert(r.o.help);
+}
+END_TEST
+
+static Suite *options_suite(void)
+{
+    Suite *s = suite_create("options");
+    TCase *refuse = tcase_create("refusals");
+    tcase_add_test(refuse, zero_or_negative_sizes_are_refused_naming_the_value);
+    tcase_add_test(refuse, heads_q_not_a_multiple_of_heads_kv_is_refused);
+    tcase_add_test(refuse, head_dims_outside_multiples_of_8_up_to_256_are_refused);
+    tcase_add_test(refuse, an_unknown_dtype_or_distribution_is_refused);
+    tcase_add_test(refuse, a_malformed_number_is_refused);
+    tcase_add_test(refuse, an_unknown_option_or_a_missing_value_is_refused);
+    tcase_add_test(refuse, sizes_past_a_32_bit_index_are_refused);
+    suite_add_tcase(s, refuse);
+
+    TCase *accept = tcase_create("acceptance");
+    tcase_add_test(accept, no_options_give_the_defaults);
+    tcase_add_test(accept, a_full_valid_line_sets_every_field);
+    tcase_add_test(accept, seqlen_and_heads_set_both_sides);
+    tcase_add_test(accept, help_is_accepted);
+    suite_add_tcase(s, accept);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *runner = srunner_create(options_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
