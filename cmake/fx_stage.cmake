@@ -59,20 +59,19 @@ int main(int argc, char **argv)
   set(report ${CMAKE_BINARY_DIR}/ptx/${S_ID}.ptxas.txt)
   set(ptx ${CMAKE_BINARY_DIR}/ptx/${S_ID}.ptx)
   set(cmds "")
+  # Shell redirections need a shell: each compile runs under `sh -c`.
+  set(nvcc_flags "-std=c++17 ${ptx_arch} -I${PROJECT_SOURCE_DIR}/common")
+  set(cmds "")
   foreach(src IN LISTS cu_sources)
     get_filename_component(base ${src} NAME_WE)
+    set(out ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base})
     list(APPEND cmds
-      COMMAND ${CMAKE_CUDA_COMPILER} -std=c++17 ${ptx_arch} -I${PROJECT_SOURCE_DIR}/common
-              -cubin -Xptxas -v -o ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base}.cubin ${src}
-              2>> ${report}
-      COMMAND ${CMAKE_CUDA_COMPILER} -std=c++17 ${ptx_arch} -I${PROJECT_SOURCE_DIR}/common
-              -ptx -o ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base}.ptx ${src}
-      COMMAND ${CMAKE_COMMAND} -E cat ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base}.ptx >> ${ptx})
+      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}'"
+      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -ptx -o '${out}.ptx' '${src}' && cat '${out}.ptx' >> '${ptx}'")
   endforeach()
   add_custom_command(OUTPUT ${report} ${ptx}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/ptx
     COMMAND ${CMAKE_COMMAND} -E rm -f ${report} ${ptx}
-    COMMAND ${CMAKE_COMMAND} -E touch ${report} ${ptx}
     ${cmds}
     DEPENDS ${cu_sources}
     IMPLICIT_DEPENDS CXX ${cu_sources}

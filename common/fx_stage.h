@@ -49,7 +49,8 @@ typedef struct fx_fwd_args {
     cudaStream_t stream;
 } fx_fwd_args;
 
-/* Device buffers of one backward call. dQ has Q's layout, dK/dV K's and V's. */
+/* Device buffers of one backward call. dO and dQ have O's and Q's layouts, dK/dV
+ * K's and V's. */
 typedef struct fx_bwd_args {
     const fx_problem *p;
     const void *q, *k, *v, *o, *dout; /* dtype p->dtype; o and lse from this stage's forward */

@@ -4,7 +4,9 @@
 # REPORT: the stage's `nvcc -Xptxas -v` output (built by cmake/fx_stage.cmake).
 # PTX:    the stage's PTX.
 # EXPECT: one PTX instruction prefix per line that the PTX must contain
-#         ("mma.sync.aligned.m16n8k16"); a line "!prefix" must NOT appear;
+#         ("mma.sync.aligned.m16n8k16"), matched where an instruction may start
+#         (line start, blank, '{' or ';': inline asm blocks included); a line
+#         "!prefix" must NOT appear;
 #         '#' starts a comment.
 # Fails when a kernel spills, when ptxas ignored setmaxnreg (C7508) or serialized
 # wgmma, or when an expected instruction is missing.
@@ -39,13 +41,13 @@ if [ -f "$expect" ]; then
         case $line in
         !*)
             instr=${line#!}
-            if grep -qE "^[[:space:]]*(@%p[0-9]+[[:space:]]+)?$instr" "$ptx"; then
+            if grep -qE "(^|[[:space:]{;])$instr" "$ptx"; then
                 say "FAIL: $instr must not appear"; fail=1
             else
                 say "ok: no $instr"
             fi ;;
         *)
-            n=$(grep -cE "^[[:space:]]*(@!?%p[0-9]+[[:space:]]+)?$line" "$ptx")
+            n=$(grep -cE "(^|[[:space:]{;])$line" "$ptx")
             if [ "$n" -gt 0 ]; then say "ok: $line ($n)"; else say "FAIL: $line missing"; fail=1; fi ;;
         esac
     done < "$expect"

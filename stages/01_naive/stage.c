@@ -1,0 +1,59 @@
+/*
+ * stage.c — stage 01's descriptor: standard attention with S and P in HBM.
+ *
+ * The kernels and their launchers are in naive.cu; this file tells the harness what
+ * they can do (caps), how much device memory they need (the workspace holding S and
+ * P), and refuses a problem whose workspace does not fit on the device.
+ */
+#include <stdio.h>
+
+#include "fx_stage.h"
+
+/* naive.cu (extern "C"). */
+size_t fx_naive_workspace_bytes(const fx_problem *p, bool backward);
+cudaError_t fx_naive_forward(const fx_fwd_args *a);
+cudaError_t fx_naive_backward(const fx_bwd_args *a);
+
+/* S and P grow as seqlen_q·seqlen_k: refuse, naming the bytes, rather than fail in
+ * cudaMalloc or run out of memory halfway. */
+static int naive_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+{
+    const size_t needed = fx_naive_workspace_bytes(p, backward);
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+        /* No device to ask: opening the device reports that (exit 77) on its own. */
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (needed > free_bytes) {
+        snprintf(why, why_len,
+                 "01_naive keeps S (fp32) and P (%s) of every (batch, head) in device memory: "
+                 "the %s needs %zu bytes of workspace, the device has %zu bytes free",
+                 fx_dtype_name(p->dtype), backward ? "backward" : "forward", needed, free_bytes);
+        return 2;
+    }
+    return 0;
+}
+
+const fx_stage fx_stage_01_naive = {
+    .id = "01_naive",
+    .summary = "S = QK^T, softmax, O = PV as three kernels; S and P in HBM",
+    .caps = {
+        .n_head_dims = 0,        /* any multiple of 8 up to 256: head_dim is a runtime loop */
+        .head_dim_multiple = 8,
+        .head_dim_max = 256,
+        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+        .causal = true,
+        .gqa = true,
+        .backward = true,
+        .min_sm = 80,
+        .sm90a_only = false,
+        .limits = "S (fp32) and P (dtype) of every (batch, head) live in device memory: "
+                  "refuses when they do not fit",
+    },
+    .workspace_bytes = fx_naive_workspace_bytes,
+    .check_problem = naive_check_problem,
+    .forward = fx_naive_forward,
+    .backward = fx_naive_backward,
+    .cpu_model = NULL,
+};
