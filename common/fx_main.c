@@ -730,6 +730,7 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         pass &= bad == 0;
     }
 
+    res->pass = pass;
     if (c->opt.bench) {
         fx_timing t;
         if (FX_CUDA(fx_time(launch_fwd, &r, 0, c->dev.l2_bytes, c->opt.warmup, c->opt.iters, &t)))
@@ -753,7 +754,6 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         }
     }
     rc = pass ? FX_EXIT_OK : FX_EXIT_FAIL;
-    res->pass = pass;
     if (verbose && c->opt.check)
         printf("  %s\n", pass ? "PASS" : "FAIL");
 out:

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# run.sh — the main job: build every stage, run the ladder, print the table, draw the figure.
+#
+#   ./run.sh                              the default problem: batch 4, seqlen 4096,
+#                                         heads 16, head_dim 128, bf16
+#   ./run.sh --batch 1 --seqlen 16384     any stage option, passed to every stage
+#   ./run.sh --skip-build --causal        re-run without configuring and building
+#
+# Each program build/bin/stage_* runs, in order, with `--check --bench --csv FILE`
+# and the options given; FILE is plots/data/ladder_<UTC date>_<device>.csv (rows are
+# appended; the table shows this run's). The figure is plots/ladder.png and .svg
+# (plots/ladder.gp), where gnuplot is installed.
+# Without a GPU (the stages exit 77) it runs each stage's CPU model instead, on a
+# small problem (batch 1, seqlen 256, heads 2, head_dim 64), against the fp64
+# reference.
+# Exit status: 0; 1 when a stage fails its check or its CPU model's, or when there
+# is no GPU and FX_REQUIRE_GPU=1; 2 when every stage refused the options.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+usage() {
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+    echo "Stage options: build/bin/stage_02_flash1 --help"
+}
+
+skip_build=0
+args=()
+for a in "$@"; do
+    case $a in
+        --skip-build) skip_build=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) args+=("$a") ;;
+    esac
+done
+
+if ((skip_build)); then
+    [[ -d build/bin ]] || { echo "run.sh: no build/bin yet: run ./run.sh without --skip-build" >&2; exit 2; }
+else
+    # shellcheck source=scripts/setup.sh
+    source scripts/setup.sh
+    cmake -S . -B build ${FX_CUDA_ARCHS:+"-DFX_CUDA_ARCHS=$FX_CUDA_ARCHS"}
+    cmake --build build -j"$(nproc)"
+fi
+
+stages=()
+for bin in build/bin/stage_*; do
+    [[ -f $bin && -x $bin ]] && stages+=("$bin")
+done
+((${#stages[@]} > 0)) || { echo "run.sh: no stage programs in build/bin" >&2; exit 2; }
+
+logs=build/ladder
+mkdir -p "$logs" plots/data
+csv_run="$logs/run_$(date -u +%Y%m%dT%H%M%SZ)_$$.csv"  # this run's rows only
+rm -f "$csv_run"
+
+# One stage program; its output goes to the terminal and to $logs/<stage>.log.
+# Sets rc and log.
+run_stage() {
+    local bin=$1
+    shift
+    log="$logs/$(basename "$bin").log"
+    set +e
+    "$bin" "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+}
+
+# The first line of a log that matches a pattern, and the last line, for the notes.
+first_line() { grep -m 1 -E "$1" "$2" | sed 's/^[[:space:]]*//' || true; }
+last_line() { grep -v '^[[:space:]]*$' "$1" | tail -n 1 | sed 's/^[[:space:]]*//' || true; }
+
+# -------------------------------------------------------------------------------------
+# The GPU ladder.
+
+declare -a ids=() rcs=() notes=()
+failed=0 ran=0 no_gpu=0 refused=0 no_gpu_reason=""
+for bin in "${stages[@]}"; do
+    id=${bin##*/stage_}
+    echo
+    echo "=== stage $id ==="
+    run_stage "$bin" ${args[@]+"${args[@]}"} --check --bench --csv "$csv_run"
+    note=""
+    case $rc in
+        0) ran=$((ran + 1)) ;;
+        77)
+            no_gpu=$((no_gpu + 1))
+            note=$(first_line 'skipped:' "$log")
+            [[ -n $no_gpu_reason ]] || no_gpu_reason=${note#*skipped: }
+            if [[ -n ${FX_REQUIRE_GPU:-} && ${FX_REQUIRE_GPU} != 0 ]]; then failed=1; fi
+            ;;
+        2)
+            refused=$((refused + 1))
+            note="refused: $(last_line "$log")"
+            ;;
+        *)
+            failed=1
+            if grep -q 'skipped:' "$log"; then
+                # FX_REQUIRE_GPU=1 turns "no suitable GPU" into exit 1.
+                no_gpu=$((no_gpu + 1))
+                note="$(first_line 'skipped:' "$log") (FX_REQUIRE_GPU=1: a failure)"
+                [[ -n $no_gpu_reason ]] || no_gpu_reason=${note#*skipped: }
+            else
+                ran=$((ran + 1))
+                note=$(first_line 'FAIL|error|Error' "$log")
+            fi
+            ;;
+    esac
+    ids+=("$id")
+    rcs+=("$rc")
+    notes+=("$note")
+done
+
+# -------------------------------------------------------------------------------------
+# No GPU: the CPU models on a small problem, and the fp64 reference.
+
+if ((ran == 0 && no_gpu > 0 && !failed)); then
+    small=(--batch 1 --seqlen 256 --heads 2 --head-dim 64)
+    # The sizes given were for the GPU; the options that are not sizes still apply.
+    cpu_args=()
+    for ((i = 0; i < ${#args[@]}; ++i)); do
+        case ${args[i]} in
+            --batch | --seqlen | --seqlen-q | --seqlen-k | --heads | --heads-q | --heads-kv | \
+            --head-dim | --csv | --warmup | --iters | --repeat)
+                i=$((i + 1)) ;;
+            --bench | --matrix) ;;
+            *) cpu_args+=("${args[i]}") ;;
+        esac
+    done
+    no_gpu_line="No GPU: the GPU stages were built but not run; ran the CPU models and the fp64 reference instead."
+    echo
+    echo "$no_gpu_line"
+    echo "($no_gpu_reason)"
+    declare -a cpu_result=()
+    cpu_failed=0
+    for bin in "${stages[@]}"; do
+        id=${bin##*/stage_}
+        echo
+        echo "=== stage $id: CPU model ==="
+        run_stage "$bin" --cpu --check --bwd "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+        if ((rc == 2)) && grep -q 'CPU model has no backward' "$log"; then
+            run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+        fi
+        case $rc in
+            0) cpu_result+=("CPU model: pass") ;;
+            1) cpu_result+=("CPU model: FAIL"); cpu_failed=1 ;;
+            2)
+                if grep -q 'no CPU model' "$log"; then
+                    cpu_result+=("built, no CPU model")
+                else
+                    cpu_result+=("refused: $(last_line "$log")")
+                fi
+                ;;
+            *) cpu_result+=("CPU model: exit $rc"); cpu_failed=1 ;;
+        esac
+    done
+    echo
+    echo "Ladder without a GPU (problem: ${small[*]}${cpu_args[*]+ ${cpu_args[*]}}):"
+    for ((i = 0; i < ${#ids[@]}; ++i)); do
+        printf '  %-24s %s\n' "${ids[i]}" "${cpu_result[i]}"
+    done
+    echo "No figure: the figure needs GPU timings."
+    echo
+    echo "$no_gpu_line"
+    exit "$cpu_failed"
+fi
+
+# -------------------------------------------------------------------------------------
+# The table, from this run's CSV rows (columns named by FX_CSV_HEADER, common/fx_main.h).
+
+if [[ ! -s $csv_run ]]; then
+    echo
+    echo "No stage wrote a CSV row: no table, no figure."
+    if ((no_gpu)) && [[ -n ${FX_REQUIRE_GPU:-} && ${FX_REQUIRE_GPU} != 0 ]]; then
+        echo "No GPU, and FX_REQUIRE_GPU=$FX_REQUIRE_GPU makes that a failure."
+    fi
+    for ((i = 0; i < ${#ids[@]}; ++i)); do
+        printf '  %-24s exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
+    done
+    if ((failed)); then exit 1; fi
+    if ((refused == ${#ids[@]})); then exit 2; fi
+    exit 0
+fi
+
+# plots/data/ladder_<UTC date>_<device slug>.csv; a file of another format gets a new name.
+device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next }
+                  { print $c; exit }' "$csv_run")
+slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
+csv="plots/data/ladder_$(date -u +%Y-%m-%d)_${slug:-unknown}.csv"
+if [[ -s $csv && $(head -n 1 "$csv") != "$(head -n 1 "$csv_run")" ]]; then
+    csv="plots/data/ladder_$(date -u +%Y-%m-%dT%H%M%SZ)_${slug:-unknown}.csv"
+fi
+if [[ -s $csv ]]; then
+    tail -n +2 "$csv_run" >>"$csv"
+else
+    cp "$csv_run" "$csv"
+fi
+
+echo
+awk -F, '
+NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+function f(name) { return $(col[name]) }
+NR == 2 {
+    printf "Ladder on %s (%s SMs), commit %s, %s\n", f("device"), f("sm_count"), f("commit"), f("date")
+    printf "problem: batch %s, seqlen_q %s, seqlen_k %s, heads_q %s, heads_kv %s, head_dim %s, %s%s\n\n",
+           f("batch"), f("seqlen_q"), f("seqlen_k"), f("heads_q"), f("heads_kv"), f("head_dim"),
+           f("dtype"), f("causal") == 1 ? ", causal" : ""
+    printf "%-20s %-4s %10s %9s %9s %8s  %-22s %-11s %s\n", "stage", "dir", "ms", "TFLOP/s",
+           "speed-up", "SM MHz", "max err vs previous", "vs fp64", "check"
+}
+{
+    # Forward rows first, then backward; speed-up over the row above in the same direction.
+    dir = f("direction")
+    up = "-"
+    if (dir in last_ms && f("ms") > 0) up = sprintf("%.2fx", last_ms[dir] / f("ms"))
+    last_ms[dir] = f("ms")
+    prev = f("prev_stage") == "" ? "n/a" : (f("err_prev_max") == "" ? "-" : f("err_prev_max")) " (" f("prev_stage") ")"
+    eref = f("err_ref_max") == "" ? "-" : f("err_ref_max")
+    line = sprintf("%-20s %-4s %10.3f %9.1f %9s %8s  %-22s %-11s %s", f("stage"), dir, f("ms"),
+                   f("tflops"), up, f("sm_clock_mhz"), prev, eref, f("check"))
+    if (dir == "fwd") fwd[++nf] = line; else other[++no] = line
+}
+END {
+    for (i = 1; i <= nf; ++i) print fwd[i]
+    for (i = 1; i <= no; ++i) print other[i]
+}' "$csv_run"
+
+# Stages that wrote no row, and why.
+for ((i = 0; i < ${#ids[@]}; ++i)); do
+    if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' "$csv_run"; then
+        printf '%-20s no row: exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
+    elif [[ ${rcs[i]} != 0 ]]; then
+        printf '%-20s exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
+    fi
+done
+echo
+echo "rows appended to $csv (logs in $logs/)"
+
+if command -v gnuplot >/dev/null 2>&1; then
+    if gnuplot -c plots/ladder.gp "$csv"; then
+        echo "figure: plots/ladder.png, plots/ladder.svg (gnuplot -c plots/ladder.gp $csv)"
+    else
+        echo "gnuplot failed: no figure"
+    fi
+else
+    echo "gnuplot is not installed: no figure. Elsewhere: gnuplot -c plots/ladder.gp $csv"
+fi
+
+if ((failed)); then
+    echo "A stage failed: exit 1."
+    exit 1
+fi
+exit 0
