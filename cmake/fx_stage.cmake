@@ -12,6 +12,8 @@ function(fx_add_stage)
   list(TRANSFORM S_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
   add_library(${lib} STATIC ${S_SOURCES})
   target_link_libraries(${lib} PUBLIC fx_common)
+  # A stage's own headers (its CPU model) are visible to the unit tests that link it.
+  target_include_directories(${lib} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_options(${lib} PRIVATE
     $<$<COMPILE_LANGUAGE:C>:${FX_C_WARNINGS}>
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)

@@ -46,6 +46,7 @@ const fx_stage fx_stage_01_naive = {
         .causal = true,
         .gqa = true,
         .backward = true,
+        .deterministic_backward = true, /* no atomics: GQA sums loop over the group */
         .min_sm = 80,
         .sm90a_only = false,
         .limits = "S (fp32) and P (dtype) of every (batch, head) live in device memory: "

@@ -1,0 +1,52 @@
+/*
+ * stage.c — the descriptor of stage 02 (FlashAttention-1): what it can do, how to run it.
+ */
+#include <cuda_runtime_api.h>
+
+#include "flash1_model.h"
+#include "fx_stage.h"
+
+/* Launchers and workspace size, defined in flash1.cu. */
+size_t fx_flash1_workspace_bytes(const fx_problem *p, bool backward);
+cudaError_t fx_flash1_forward(const fx_fwd_args *a);
+cudaError_t fx_flash1_backward(const fx_bwd_args *a);
+
+/* Forward: the main kernel (Algorithm 1) and the epilogue (O to the dtype, LSE). */
+static cudaError_t forward(const fx_fwd_args *a)
+{
+    cudaError_t err = fx_flash1_forward(a);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+/* Backward: the main kernel (Algorithm 4) and the dQ conversion. */
+static cudaError_t backward(const fx_bwd_args *a)
+{
+    cudaError_t err = fx_flash1_backward(a);
+    return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+const fx_stage fx_stage_02_flash1 = {
+    .id = "02_flash1",
+    .summary = "FlashAttention-1: tiles + online softmax, K/V-block outer loop, "
+               "O/m/l round trips through HBM, fp32 CUDA cores; backward by recomputation",
+    .caps = {
+        .n_head_dims = 0,          /* any multiple of 8 up to 256 (buckets 64/128/192/256) */
+        .head_dim_multiple = 8,
+        .head_dim_max = 256,
+        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+        .causal = true,
+        .gqa = true,
+        .backward = true,
+        .deterministic_backward = true, /* no atomics: GQA sums loop over the group */
+        .min_sm = 80,
+        .sm90a_only = false,
+        .limits = "one thread block per (batch, head): batch*heads below the SM count "
+                  "leaves SMs idle; 96 KiB shared memory per block; tensors 16-byte aligned "
+                  "with strides in multiples of 8 elements",
+    },
+    .workspace_bytes = fx_flash1_workspace_bytes,
+    .check_problem = NULL,
+    .forward = forward,
+    .backward = backward,
+    .cpu_model = &fx_flash1_cpu_model,
+};
