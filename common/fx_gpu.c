@@ -32,10 +32,21 @@ int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t wh
     memset(info, 0, sizeof *info);
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
-        (err == cudaSuccess && count == 0)) {
-        snprintf(why, why_len, "no usable GPU: %s",
-                 err == cudaSuccess ? "no CUDA device" : cudaGetErrorString(err));
+    if (err == cudaErrorInsufficientDriver) {
+        /* The same error means "no driver at all" and "a driver too old": tell which. */
+        int driver = 0, runtime = 0;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        if (driver == 0)
+            snprintf(why, why_len, "no usable GPU: no NVIDIA driver is installed");
+        else
+            snprintf(why, why_len,
+                     "no usable GPU: the driver supports CUDA %d.%d, this build needs %d.%d",
+                     driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        return FX_EXIT_NO_GPU;
+    }
+    if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0)) {
+        snprintf(why, why_len, "no usable GPU: no CUDA device");
         return FX_EXIT_NO_GPU;
     }
     if (err != cudaSuccess) {
@@ -124,7 +135,7 @@ static double median(const float *x, int n, double *lo, double *hi)
 cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_bytes, int warmup,
                     int repeats, fx_timing *out)
 {
-    enum { MAX_REPEATS = 1024 };
+    enum { MAX_REPEATS = 1024 }; /* FX_MAX_ITERS of fx_main.h */
     float ms[MAX_REPEATS];
     if (repeats > MAX_REPEATS)
         repeats = MAX_REPEATS;

@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* The most timed calls one benchmark takes (fx_time keeps each one's time). */
+#define FX_MAX_ITERS 1024
+
 typedef struct fx_options {
     fx_problem problem;
     bool check;      /* compare with the reference and the previous stage (default) */

@@ -72,8 +72,19 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
 
         /* Options with a value. Sizes are parsed as positive ints: the element-count
          * check in fx_problem_validate catches products that overflow. */
+        static const char *const with_value[] = {
+            "--batch", "--seqlen", "--seqlen-q", "--seqlen-k", "--heads", "--heads-q",
+            "--heads-kv", "--head-dim", "--dtype", "--dist", "--scale", "--seed", "--repeat",
+            "--fuzz", "--warmup", "--iters", "--ref-slices", "--csv"};
+        bool known = false;
+        for (size_t w = 0; w < sizeof with_value / sizeof with_value[0]; ++w)
+            known |= strcmp(opt, with_value[w]) == 0;
+        if (!known) {
+            snprintf(why, why_len, "%s: unknown option (see --help)", opt);
+            return FX_EXIT_USAGE;
+        }
         if (a + 1 >= argc) {
-            snprintf(why, why_len, "%s: unknown option, or missing its value", opt);
+            snprintf(why, why_len, "%s: missing its value", opt);
             return FX_EXIT_USAGE;
         }
         const char *val = argv[++a];
@@ -119,11 +130,15 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                 }
             }
         } else if (!strcmp(opt, "--seed")) {
+            /* Decimal, or hexadecimal after 0x (a leading 0 is not octal). */
             char *end = NULL;
             errno = 0;
-            unsigned long long s = strtoull(val, &end, 0);
-            if (errno != 0 || end == val || *end != '\0' || val[0] == '-') {
-                snprintf(why, why_len, "--seed: '%s' is not an unsigned integer", val);
+            bool hex = val[0] == '0' && (val[1] == 'x' || val[1] == 'X');
+            unsigned long long s = strtoull(hex ? val + 2 : val, &end, hex ? 16 : 10);
+            if (errno != 0 || end == (hex ? val + 2 : val) || *end != '\0' ||
+                !(val[0] >= '0' && val[0] <= '9')) {
+                snprintf(why, why_len, "--seed: '%s' is not an unsigned integer (decimal or 0x hex)",
+                         val);
                 rc = FX_EXIT_USAGE;
             } else {
                 p->seed = (uint64_t)s;
@@ -136,7 +151,7 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
         } else if (!strcmp(opt, "--warmup")) {
             if (!(rc = parse_int(opt, val, 0, 100000, &n, why, why_len))) o->warmup = (int)n;
         } else if (!strcmp(opt, "--iters")) {
-            if (!(rc = parse_int(opt, val, 1, 100000, &n, why, why_len))) o->iters = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_ITERS, &n, why, why_len))) o->iters = (int)n;
         } else if (!strcmp(opt, "--ref-slices")) {
             if (!(rc = parse_int(opt, val, 1, 1 << 20, &n, why, why_len))) o->ref_slices = (int)n;
         } else if (!strcmp(opt, "--csv")) {
@@ -150,5 +165,10 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
     }
     if (o->help)
         return 0;
+    if (o->cpu && (o->bench || o->matrix || o->repeat > 1 || o->csv)) {
+        snprintf(why, why_len, "--cpu runs the CPU model and checks it: --bench, --matrix, "
+                               "--repeat and --csv need the GPU");
+        return FX_EXIT_USAGE;
+    }
     return fx_problem_validate(p, why, why_len);
 }

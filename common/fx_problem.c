@@ -35,6 +35,10 @@ enum { FX_HEAD_DIM_MULTIPLE = 8, FX_HEAD_DIM_MAX = 256 };
 /* Kernels index a tensor with 32-bit ints, so no tensor may have more elements. */
 #define FX_INDEX_LIMIT 2147483647.0 /* INT32_MAX */
 
+/* The softmax scale's range (see fx_problem_validate). */
+#define FX_SCALE_MAX 0x1p100
+#define FX_SCALE_MIN 0x1p-100
+
 /* Product of sizes in double: exact below 2^53, and it cannot overflow the way an
  * integer product of four ints can, so the message shows the real count. */
 static double count3(int a, int b, int c) { return (double)a * (double)b * (double)c; }
@@ -102,6 +106,14 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
     }
     if (p->softmax_scale <= 0.0)
         p->softmax_scale = 1.0 / sqrt((double)p->head_dim);
+    /* Kernels hold scale·log2(e) in fp32 and multiply it by raw scores q·k, which reach
+     * about 2^20 for head_dim 256 and the outlier distribution: a scale beyond 2^100
+     * would overflow S to inf, and one below 2^-100 would flush to zero in fp32 math. */
+    if (p->softmax_scale > FX_SCALE_MAX || p->softmax_scale < FX_SCALE_MIN) {
+        snprintf(msg, sizeof msg, "softmax_scale (%g) is outside [2^-100, 2^100] (%g, %g)",
+                 p->softmax_scale, FX_SCALE_MIN, FX_SCALE_MAX);
+        return refuse(why, why_len, msg);
+    }
     return 0;
 }
 

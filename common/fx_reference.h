@@ -29,9 +29,10 @@ extern "C" {
 void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
                          int b, int h, int i0, int i1, double *o, double *lse);
 
-/* The same rows as a stage in p->dtype computes them: fp32 accumulation of S,
- * fp32 softmax, P rounded to p->dtype before PV, fp32 accumulation of O, O rounded
- * to p->dtype. LSE stays fp32. */
+/* The same rows as standard attention in p->dtype computes them (the baseline of
+ * FlashAttention's tests): fp32 accumulation of S, fp32 softmax, the normalized P
+ * rounded to p->dtype before PV, fp32 accumulation of O, O rounded to p->dtype.
+ * LSE stays fp32. */
 void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
                          int b, int h, int i0, int i1, float *o, float *lse);
 

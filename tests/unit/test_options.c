@@ -111,6 +111,34 @@ START_TEST(an_unknown_option_or_a_missing_value_is_refused)
 }
 END_TEST
 
+START_TEST(a_scale_that_fp32_kernels_cannot_hold_is_refused)
+{
+    assert_refused("--scale 1e39", "1e+39", "softmax_scale");
+    assert_refused("--scale 1e-300", "1e-300", "softmax_scale");
+    assert_refused("--scale nan", "nan", NULL);
+}
+END_TEST
+
+START_TEST(the_cpu_model_refuses_the_modes_that_need_a_gpu)
+{
+    assert_refused("--cpu --bench", "--cpu", "--bench");
+    assert_refused("--cpu --matrix", "--cpu", "--matrix");
+    assert_refused("--cpu --csv x.csv", "--cpu", "--csv");
+}
+END_TEST
+
+START_TEST(a_seed_is_decimal_or_0x_hex_never_octal)
+{
+    parsed r = parse("--seed 010");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_uint_eq(r.o.problem.seed, 10);
+    r = parse("--seed 0x1F");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_uint_eq(r.o.problem.seed, 31);
+    assert_refused("--seed +5", "+5", NULL);
+}
+END_TEST
+
 START_TEST(sizes_past_a_32_bit_index_are_refused)
 {
     /* Q would hold 65536·65536·16·128 = 2^43 elements. */
@@ -154,7 +182,7 @@ START_TEST(a_full_valid_line_sets_every_field)
 {
     parsed r = parse("--batch 2 --seqlen-q 100 --seqlen-k 300 --heads-q 8 --heads-kv 2 "
                      "--head-dim 64 --dtype fp16 --causal --scale 0.2 --seed 42 --dist outliers "
-                     "--check --bench --bwd --matrix --cpu --repeat 3 --fuzz 5 --warmup 2 "
+                     "--check --bench --bwd --matrix --repeat 3 --fuzz 5 --warmup 2 "
                      "--iters 7 --csv out.csv");
     ck_assert_msg(r.rc == 0, "%s", r.why);
     const fx_problem *p = &r.o.problem;
@@ -174,7 +202,7 @@ START_TEST(a_full_valid_line_sets_every_field)
     ck_assert(r.o.bench);
     ck_assert(r.o.backward);
     ck_assert(r.o.matrix);
-    ck_assert(r.o.cpu);
+    ck_assert(!r.o.cpu);
     ck_assert_int_eq(r.o.repeat, 3);
     ck_assert_int_eq(r.o.fuzz, 5);
     ck_assert_int_eq(r.o.warmup, 2);
@@ -222,6 +250,8 @@ static Suite *options_suite(void)
     tcase_add_test(refuse, a_malformed_number_is_refused);
     tcase_add_test(refuse, an_unknown_option_or_a_missing_value_is_refused);
     tcase_add_test(refuse, sizes_past_a_32_bit_index_are_refused);
+    tcase_add_test(refuse, a_scale_that_fp32_kernels_cannot_hold_is_refused);
+    tcase_add_test(refuse, the_cpu_model_refuses_the_modes_that_need_a_gpu);
     suite_add_tcase(s, refuse);
 
     TCase *accept = tcase_create("acceptance");
@@ -229,6 +259,7 @@ static Suite *options_suite(void)
     tcase_add_test(accept, a_full_valid_line_sets_every_field);
     tcase_add_test(accept, seqlen_and_heads_set_both_sides);
     tcase_add_test(accept, help_is_accepted);
+    tcase_add_test(accept, a_seed_is_decimal_or_0x_hex_never_octal);
     suite_add_tcase(s, accept);
     return s;
 }
