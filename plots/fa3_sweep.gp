@@ -1,0 +1,164 @@
+# fa3_sweep.gp — one figure of the FA3 paper's forward sweep, in the manner of the
+# paper's bar charts: for one (head_dim, causal), TFLOP/s over seqlen, the stages and the
+# peers (PyTorch SDPA backends) side by side, from a CSV written by bench/sweep.sh.
+#
+# Regenerate (from the repository root; bench/plot.sh CSV renders all six):
+#   gnuplot -c plots/fa3_sweep.gp plots/data/fa3_fwd_<UTC date>_<device>.csv HEAD_DIM CAUSAL [OUT]
+#   e.g. gnuplot -c plots/fa3_sweep.gp plots/data/fa3_fwd_2026-12-01_nvidia-h200.csv 128 0
+# Writes OUT.png and OUT.svg (OUT: plots/fa3_fwd_hd<HEAD_DIM>_<causal|noncausal>).
+#
+# Bars: the median over the repeats of each runner's per-repeat median; whiskers: the
+# lowest and highest repeat. Lines: the dense bf16 tensor-core peak at the highest SM
+# clock the run recorded (SMs × 4096 FLOP per clock × clock on Hopper, 2048 on A100),
+# the exp unit's bound where it is that low (head_dim 64: 16 exponentials per SM per
+# clock, one per unmasked pair, each pair worth 4·head_dim FLOPs), and the bf16
+# torch.matmul 8192³ measured in the same run (a reference, not a ceiling). The command
+# that regenerates the figure is printed at its foot.
+
+if (ARGC < 3) {
+    print "usage: gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL [OUT]"
+    exit status 2
+}
+csv = ARG1
+hd = int(ARG2)
+causal = int(ARG3)
+cname = causal ? "causal" : "noncausal"
+out = (ARGC >= 4) ? ARG4 : sprintf("plots/fa3_fwd_hd%d_%s", hd, cname)
+
+# awk programs over the CSV (no single quotes inside: the shell wraps them in some).
+# The columns are named by the header (FX_CSV_HEADER, common/fx_main.h).
+cols = 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next } ' . \
+  'function median(list,    n, v, i, j, t) { n = split(list, v, " "); ' . \
+  'for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t } ' . \
+  'return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 } ' . \
+  'function lo(list,    n, v, i, m) { n = split(list, v, " "); m = v[1]; for (i = 2; i <= n; ++i) if (v[i] + 0 < m + 0) m = v[i]; return m } ' . \
+  'function hi(list,    n, v, i, m) { n = split(list, v, " "); m = v[1]; for (i = 2; i <= n; ++i) if (v[i] + 0 > m + 0) m = v[i]; return m } ' . \
+  sprintf('function mine() { return $c["direction"] == "fwd" && $c["head_dim"] == %d && $c["causal"] == %d } ', hd, causal) . \
+  'function rank(s) { if (s == "sdpa_flash") return "1 1"; if (s == "sdpa_cudnn") return "1 2"; ' . \
+  'if (s == "sdpa_efficient") return "1 3"; return (s ~ /^[0-9]/ ? "0 " : "2 ") s } ' . \
+  'function order_series(    i, j, t) { for (i = 1; i <= ns; ++i) key[i] = rank(names[i]) " " names[i]; ' . \
+  'for (i = 2; i <= ns; ++i) for (j = i; j > 1 && key[j - 1] > key[j]; --j) { t = key[j]; key[j] = key[j - 1]; key[j - 1] = t; ' . \
+  't = names[j]; names[j] = names[j - 1]; names[j - 1] = t } } ' . \
+  'mine() { s = $c["stage"]; n = $c["seqlen_q"] + 0; ' . \
+  'if (!(s in ss)) { ss[s] = 1; names[++ns] = s } if (!(n in sl)) { sl[n] = 1; lens[++nl] = n } ' . \
+  'v[s, n] = v[s, n] " " $c["tflops"] } '
+# The series, in the order drawn: the stages, then the peers.
+series_prog = cols . 'END { order_series(); for (i = 1; i <= ns; ++i) printf "%s%s", names[i], i < ns ? " " : "" }'
+# One line per seqlen (ascending): its label, then median low high per series ("?" = none).
+table_prog = cols . 'END { order_series(); ' . \
+  'for (i = 2; i <= nl; ++i) for (j = i; j > 1 && lens[j - 1] > lens[j]; --j) { t = lens[j]; lens[j] = lens[j - 1]; lens[j - 1] = t } ' . \
+  'for (k = 1; k <= nl; ++k) { n = lens[k]; printf "%s", n % 1024 == 0 ? (n / 1024) "k" : n; ' . \
+  'for (i = 1; i <= ns; ++i) { s = names[i]; if ((s, n) in v) printf " %s %s %s", median(v[s, n]), lo(v[s, n]), hi(v[s, n]); ' . \
+  'else printf " ? ? ?" } printf "\n" } }'
+# The title: device, SMs, clock range, dates, commits, repeats, problem.
+title_prog = cols . \
+  'mine() || $c["direction"] == "ref" { dev = $c["device"]; sms = $c["sm_count"]; m = $c["sm_clock_mhz"] + 0; ' . \
+  'if (m > 0 && (lo_c == "" || m < lo_c)) lo_c = m; if (m > hi_c) hi_c = m; d = substr($c["date"], 1, 10); ' . \
+  'if (first == "" || d < first) first = d; if (d > last) last = d; ' . \
+  'if ($c["check"] != "peer" && !($c["commit"] in cm)) { cm[$c["commit"]] = 1; commits = commits (commits == "" ? "" : ", ") $c["commit"] } } ' . \
+  'mine() { reps[$c["stage"], $c["seqlen_q"]]++; if (reps[$c["stage"], $c["seqlen_q"]] > nrep) nrep = reps[$c["stage"], $c["seqlen_q"]]; ' . \
+  'h = $c["heads_q"]; dt = $c["dtype"] } ' . \
+  'END { clk = hi_c == 0 ? "SM clock not read" : (lo_c == hi_c ? sprintf("SM %d MHz", hi_c) : sprintf("SM %d-%d MHz", lo_c, hi_c)); ' . \
+  'printf "FA3 forward, head_dim %d, %s, %s, heads %s, batch x seqlen = 16384 - %s (%s SMs, %s), %s%s, commit %s\n", ' . \
+  sprintf('%d, "%s", ', hd, causal ? "causal" : "non-causal") . \
+  'dt, h, dev, sms, clk, first, last != first ? " to " last : "", commits == "" ? "-" : commits; ' . \
+  'printf "bars: median of %d repeat%s (each the median of its timed calls); whiskers: lowest and highest repeat", nrep, nrep == 1 ? "" : "s" }'
+# The tensor-core peak and the exp bound (as TFLOP/s at this head_dim) at the highest
+# clock recorded, and the GEMM's median; 0 where unknown.
+lines_prog = cols . \
+  '{ if ($c["sm_clock_mhz"] + 0 > mhz) mhz = $c["sm_clock_mhz"] + 0; dev = $c["device"]; sms = $c["sm_count"] } ' . \
+  '$c["stage"] == "torch_matmul" { g = g " " $c["tflops"] } ' . \
+  'END { f = dev ~ /H100|H200|H800|GH200/ ? 4096 : dev ~ /A100|A800|A30/ ? 2048 : 0; ' . \
+  sprintf('printf "%%.1f %%.1f %%.1f", sms * f * mhz * 1e6 / 1e12, f ? sms * 16 * mhz * 1e6 * 4 * %d / 1e12 : 0, ', hd) . \
+  'g == "" ? 0 : median(g) }'
+
+awk(prog) = "awk -F, '" . prog . "' '" . csv . "'"
+series = system(awk(series_prog))
+n = words(series)
+if (n == 0) {
+    print sprintf("fa3_sweep.gp: no forward rows with head_dim %d, causal %d in %s", hd, causal, csv)
+    exit status 1
+}
+data = "< " . awk(table_prog)
+title_text = system(awk(title_prog))
+lines = system(awk(lines_prog))
+peak = real(word(lines, 1))
+exp_bound = real(word(lines, 2))
+gemm = real(word(lines, 3))
+regen = sprintf("gnuplot -c plots/fa3_sweep.gp %s %d %d", csv, hd, causal)
+
+# Colours: the stages in blues then greens (stage 01 lightest), the peers in oranges and grey.
+stage_colors = "#c6dbef #9ecae1 #4292c6 #08519c #08306b #a1d99b #74c476 #41ab5d #238b45 #00441b"
+peer_color(s) = s eq "sdpa_flash" ? "#fdae6b" : s eq "sdpa_cudnn" ? "#e6550d" : \
+                s eq "sdpa_efficient" ? "#969696" : "#bcbddc"
+is_stage(s) = strstrt("0123456789", s[1:1]) > 0
+# A stage keeps its colour in every figure: the colour is chosen by its number.
+stage_color(s) = word(stage_colors, (int(s[1:2]) + 9) % 10 + 1)
+color(i) = is_stage(word(series, i)) ? stage_color(word(series, i)) : peer_color(word(series, i))
+pretty(s) = s eq "sdpa_flash" ? "SDPA flash (FA2)" : s eq "sdpa_cudnn" ? "SDPA cuDNN" : \
+            s eq "sdpa_efficient" ? "SDPA mem-efficient" : "stage " . s
+
+ymax = 0
+do for [i = 1:n] {
+    stats data using (column(3 * i + 1)) nooutput
+    if (STATS_records > 0 && STATS_max > ymax) { ymax = STATS_max }
+}
+top = ymax
+if (peak > top) { top = peak }
+if (gemm > top) { top = gemm }
+if (exp_bound > 0 && exp_bound < 1.3 * peak && exp_bound > top) { top = exp_bound }
+
+set title title_text noenhanced font ",11"
+set ylabel "TFLOP/s (FA3 convention: 4·batch·heads·head_dim·unmasked pairs / time)" noenhanced
+set xlabel "seqlen (batch = 16384 / seqlen)"
+set yrange [0 : top * 1.15]
+set grid ytics
+set style data histograms
+set style histogram errorbars gap 1 lw 1
+set style fill solid 0.9 border -1
+set boxwidth 0.95
+set datafile missing "?"
+set xtics nomirror scale 0
+set key outside top center horizontal noenhanced samplen 2 spacing 1 width 1
+set bmargin 5
+set label 90 regen at screen 0.01, screen 0.02 left font ",8" tc rgb "#555555" noenhanced
+set label 91 "no bar: not run or refused at that point (the CSV's .meta says why)" \
+    at screen 0.99, screen 0.02 right font ",8" tc rgb "#555555" noenhanced
+
+if (peak > 0) {
+    set arrow 1 from graph 0, first peak to graph 1, first peak nohead dt 2 lw 1.5 lc rgb "#222222" front
+    set label 1 sprintf("tensor-core peak at the run's highest SM clock: %.0f TFLOP/s", peak) \
+        at graph 0.005, first peak left offset 0, 0.6 front font ",9" noenhanced
+}
+if (exp_bound > 0 && exp_bound < 1.3 * peak) {
+    set arrow 2 from graph 0, first exp_bound to graph 1, first exp_bound nohead dt 3 lw 1.5 lc rgb "#9e3a8c" front
+    set label 2 sprintf("exp-unit bound at head_dim %d: %.0f TFLOP/s", hd, exp_bound) \
+        at graph 0.995, first exp_bound right offset 0, 0.6 front font ",9" tc rgb "#9e3a8c" noenhanced
+}
+if (gemm > 0) {
+    set arrow 3 from graph 0, first gemm to graph 1, first gemm nohead dt 4 lw 1.5 lc rgb "#777777" front
+    set label 3 sprintf("torch.matmul bf16 8192^3, same run: %.0f TFLOP/s (reference, not a ceiling)", gemm) \
+        at graph 0.005, first gemm left offset 0, -0.7 front font ",9" tc rgb "#555555" noenhanced
+}
+
+# Bar centres: clustered histograms put series i of cluster j at j + (i - 1 - (n - 1)/2)·w.
+w = 1.0 / (n + 1)
+lbl(v) = sprintf("%.0f", v)
+
+do for [fmt in "png svg"] {
+    if (fmt eq "png") {
+        if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+            set terminal pngcairo size 1400,700 font "sans,10" noenhanced
+        } else {
+            set terminal png size 1400,700 noenhanced
+        }
+    } else {
+        set terminal svg size 1400,700 dynamic font "sans,10" noenhanced
+    }
+    set output out . "." . fmt
+    plot for [i = 1:n] data using (column(3 * i - 1)):(column(3 * i)):(column(3 * i + 1)):xtic(1) \
+             title pretty(word(series, i)) lc rgb color(i), \
+         for [i = 1:n] data using ($0 + (i - 1 - (n - 1) / 2.0) * w):(column(3 * i + 1)):(lbl(column(3 * i - 1))) \
+             with labels rotate by 90 left offset 0, 0.4 font ",8" notitle
+    unset output
+}

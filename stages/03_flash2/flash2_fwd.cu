@@ -1,0 +1,772 @@
+/*
+ * flash2_fwd.cu — stage 03: the FlashAttention-2 forward on tensor cores.
+ *
+ * Over stage 02 (FA1: KV-block outer loop, O, m and ℓ round-tripping HBM, fp32 CUDA
+ * cores) this stage swaps the loops: one CTA owns a block of kBlockM query rows for its
+ * whole life and streams every K/V block past it, so O, m and ℓ never leave registers
+ * (FA2 Algorithm 1). Inside the CTA the Q block is split between warps ("split-Q",
+ * FA2 §3.3): a warp owns its rows outright, so the row max and row sum are reduced over
+ * the 4 lanes that share a row and never across warps. The 1/ℓ division is deferred to
+ * the epilogue (FA2 §3.1) and the LSE is stored for the backward. Both GEMMs run on
+ * tensor cores with mma.sync m16n8k16 fed by ldmatrix, K/V tiles arrive by cp.async into
+ * a two-stage ring, P goes from the S accumulator to the PV A operand in registers, and
+ * a causal CTA skips the K/V blocks wholly above the diagonal (FA2 §3.1.1).
+ *
+ * Measured on an H200 (batch 4, seqlen 4096, 2048/head_dim heads, bf16, 1980 MHz):
+ * head_dim 128 332 TFLOP/s (causal 286), 0.95× PyTorch 2.11's SDPA flash backend in the
+ * same run (350 and 300); head_dim 64 327 (297), 1.09× it. head_dim 256 (FA2's own
+ * 128×64 tile, adopted after that run) measured 325 (274), 1.0× it.
+ *
+ * Sources: Tri Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+ * Partitioning" (2023), Algorithm 1, §3.1-3.3; PTX ISA "mma" (m16n8k16 fragments),
+ * "ldmatrix", "cp.async", "ex2", "cvt" — the wrappers are in common/ptx/mma_sm80.cuh.
+ *
+ * Layouts (fx_problem.h): Q, O [batch, seqlen_q, heads_q, head_dim]; K, V [batch,
+ * seqlen_k, heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log.
+ * Query head h reads kv head h / (heads_q / heads_kv). Causal is bottom-right aligned:
+ * row i sees key j iff j <= i + seqlen_k - seqlen_q. A row that sees no key gets
+ * O = 0 and LSE = -inf.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "fx_stage.h"
+#include "ptx/mma_sm80.cuh"
+
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration
+ * ------------------------------------------------------------------------------ */
+
+static constexpr int kWarpSize = 32;
+static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
+// One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
+static constexpr int kMmaM = 16;
+static constexpr int kMmaN = 8;
+static constexpr int kMmaK = 16;
+// The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
+static constexpr int kLanesPerRow = 4;
+// A 16-byte chunk is the unit of every copy: one cp.async, one ldmatrix row, 8 b16 elements.
+static constexpr int kChunkBytes = 16;
+static constexpr int kChunkElems = 8;
+static constexpr int kElemBytes = 2;  // bf16 and fp16
+// Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
+static constexpr int kSwizzleChunks = 8;
+static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
+// Two K/V stages: block n_block − 1 is copied while block n_block is computed.
+static constexpr int kStages = 2;
+
+static constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
+
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocksPerSm_>
+struct Flash2Config {
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kBlockM = kBlockM_;   // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;   // keys per K/V block
+    static constexpr int kNWarps = kNWarps_;
+    static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;  // CTAs per SM the smem plan allows
+    static constexpr int kNThreads = kNWarps * kWarpSize;
+    // Split-Q: warp w owns rows [w·kRowsPerWarp, (w+1)·kRowsPerWarp) of the Q block, as
+    // kMTiles m16 tiles. With two tiles per warp every K or V fragment a warp loads by
+    // ldmatrix feeds two mma (half the shared-memory traffic per FLOP of one tile).
+    static constexpr int kRowsPerWarp = kBlockM / kNWarps;
+    static constexpr int kMTiles = kRowsPerWarp / kMmaM;
+    static constexpr int kNTiles = kBlockN / kMmaN;    // n8 tiles of a warp's S rows
+    static constexpr int kDTiles = kHeadDim / kMmaN;   // n8 tiles of a warp's O rows
+    static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
+    // A shared-memory row is head_dim rounded up to whole 128-byte lines (64 elements), so
+    // the XOR swizzle below never leaves its row; only head_dim 96 is padded (to 128).
+    static constexpr int kSmemRowElems = ceil_div_constexpr(kHeadDim, kSwizzleRowElems) *
+                                         kSwizzleRowElems;
+    static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
+    static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
+
+    static_assert(kRowsPerWarp % kMmaM == 0, "a warp owns whole m16 tiles");
+    static_assert(kBlockN % (2 * kMmaN) == 0 && kHeadDim % (2 * kMmaN) == 0,
+                  "ldmatrix.x4 loads n8 tiles in pairs");
+    static_assert(kHeadDim % kMmaK == 0 && kBlockN % kMmaK == 0, "whole k16 steps");
+    static_assert(kNThreads % kSmemChunks == 0, "a copy pass covers whole rows");
+};
+
+/*
+ * The tile per head_dim. A thread holds kMTiles·(kNTiles + kDTiles)·4 fp32 accumulators
+ * (S and O) beside its fragments, addresses and row statistics, within 255 registers;
+ * ptxas schedules ldmatrix far ahead of the mma that use them, and at 192 accumulators
+ * (FA2's own 128×64 tile for head_dim 128) it spilled, as it does for FA2. At most 160
+ * accumulators compile without spills, so every tile below stays at or under 160. Shared
+ * memory per CTA is (kBlockM + 2·kStages·kBlockN)·kSmemRowBytes.
+ */
+// d=64: 128×64, 4 warps of 32 rows: S 64 + O 64 accumulators (the 128×128 of FA2 would
+// be S 128 + O 64 = 192). 48 KiB of smem; registers (≤ 255 × 128 threads) allow two CTAs
+// (8 warps) per SM.
+using ConfigD64 = Flash2Config<64, 128, 64, 4, 2>;
+// d=96: 128×64, 4 warps of 32 rows: S 64 + O 96 = 160. Rows padded to 128 elements for
+// the swizzle: 96 KiB, two CTAs per SM on Hopper (one on A100).
+using ConfigD96 = Flash2Config<96, 128, 64, 4, 2>;
+// d=128: 128×32, 4 warps of 32 rows: S 32 + O 128 = 160 (FA2's 128×64 is 192 and spills).
+// Two m16 tiles per warp keep each K/V fragment feeding two mma; 64 KiB, two CTAs per SM.
+// The price of kBlockN = 32 is twice the per-block work that does not scale with it:
+// the barrier, the row-max shuffles and the O rescale.
+using ConfigD128 = Flash2Config<128, 128, 32, 4, 2>;
+// d=256: O alone is 16·256/32 = 128 registers per m16 tile, so a warp owns one tile:
+// 128×64 with 8 warps of 16 rows (S 32 + O 128 = 160), FA2's tile. 192 KiB: one CTA of
+// 8 warps per SM, Hopper only (A100 has 163 KiB per block). On an H200 it ran 18% faster
+// than 128×32 (128 KiB, which A100 could run): half the blocks, so half the barriers and
+// O rescales per key.
+using ConfigD256 = Flash2Config<256, 128, 64, 8, 1>;
+
+/* ---------------------------------------------------------------------------------
+ * Shared-memory plan
+ *
+ * Q [kBlockM rows], K and V [kStages][kBlockN rows], each row kSmemRowBytes.
+ * Swizzle, not padding: chunk c of row r is stored at chunk c ^ (r % 8) of that row.
+ *  - ldmatrix reads one chunk from each of 8 consecutive rows (one 8×8 matrix per
+ *    8 lanes); with the XOR those 8 chunks sit in 8 different 16-byte bank groups, so
+ *    the read takes one pass over the 32 banks instead of 8.
+ *  - cp.async writes 16 bytes per lane; 8 consecutive lanes write the 8 chunks of one
+ *    128-byte line of one row (the copy loop gives a row kSmemChunks lanes), and the
+ *    XOR only permutes chunks within that line: no conflict either.
+ * Padding (a row of kHeadDim + 8 elements) would also serve ldmatrix, but a quarter-warp
+ * of cp.async that straddles two rows then conflicts whenever head_dim/8 is not a
+ * multiple of 8 (d=96), and it is the XOR pattern that TMA's 128-byte swizzle uses in
+ * stage 04, so a reader meets it here first.
+ * ------------------------------------------------------------------------------ */
+
+static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
+
+template <class Cfg>
+struct SharedStorage {
+    alignas(kSmemAlign) uint16_t Q[Cfg::kBlockM * Cfg::kSmemRowElems];
+    alignas(kSmemAlign) uint16_t K[kStages][Cfg::kBlockN * Cfg::kSmemRowElems];
+    alignas(kSmemAlign) uint16_t V[kStages][Cfg::kBlockN * Cfg::kSmemRowElems];
+};
+
+// The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB).
+static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+static_assert(sizeof(SharedStorage<ConfigD64>) <= kMaxSmemPerBlockHopper, "d=64 smem");
+static_assert(sizeof(SharedStorage<ConfigD96>) <= kMaxSmemPerBlockHopper, "d=96 smem");
+static_assert(sizeof(SharedStorage<ConfigD128>) <= kMaxSmemPerBlockHopper, "d=128 smem");
+static_assert(sizeof(SharedStorage<ConfigD256>) <= kMaxSmemPerBlockHopper, "d=256 smem");
+static_assert(2 * sizeof(SharedStorage<ConfigD128>) <= kMaxSmemPerBlockHopper,
+              "d=128: two CTAs per SM");
+static_assert(2 * sizeof(SharedStorage<ConfigD96>) <= kMaxSmemPerBlockHopper,
+              "d=96: two CTAs per SM");
+
+/* Byte offset of chunk `chunk` of row `row` in a swizzled tile. */
+template <class Cfg>
+static __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
+{
+    return (uint32_t)(row * Cfg::kSmemRowBytes + ((chunk ^ (row % kSwizzleChunks)) * kChunkBytes));
+}
+
+/* ---------------------------------------------------------------------------------
+ * Kernel arguments
+ * ------------------------------------------------------------------------------ */
+
+struct Flash2FwdParams {
+    const void *q, *k, *v;
+    void *o;
+    float *lse;
+    // Element strides (head_dim is contiguous). Rows step by 32-bit strides: every tensor
+    // has fewer than 2^31 elements (fx_problem_validate).
+    int64_t q_batch_stride, q_head_stride;
+    int64_t k_batch_stride, k_head_stride;
+    int64_t v_batch_stride, v_head_stride;
+    int64_t o_batch_stride, o_head_stride;
+    int q_row_stride, k_row_stride, v_row_stride, o_row_stride;
+    int seqlen_q, seqlen_k;
+    int heads_q;
+    int q_per_kv;          // heads_q / heads_kv: query heads that share one kv head
+    uint32_t q_per_kv_mul; // head / q_per_kv = umulhi(head, q_per_kv_mul) (see kv_head_of)
+    float softmax_scale;   // for the LSE, in natural-log units
+    float scale_log2;      // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
+};
+
+/* The one place the element type matters: which mma, and how P and O are rounded. */
+template <class Element>
+struct ElementOps;
+
+template <>
+struct ElementOps<__nv_bfloat16> {
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+    {
+        fx_mma_m16n8k16_bf16(d, a, b0, b1);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_bf16x2(lo, hi);
+    }
+};
+
+template <>
+struct ElementOps<__half> {
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+    {
+        fx_mma_m16n8k16_fp16(d, a, b0, b1);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_f16x2(lo, hi);
+    }
+};
+
+/*
+ * The thread's index, read afresh from %tid.x. Whatever the compiler can see is invariant
+ * in the mainloop (copy addresses and ldmatrix offsets derived from threadIdx.x) it computes
+ * once before the loop and keeps in registers across it; beside 192 accumulator registers
+ * those ~30 registers spilled. An asm volatile read cannot be hoisted, so what derives from
+ * it is recomputed where it is used: a few integer instructions per K/V block, no spills.
+ */
+static __device__ __forceinline__ int thread_index_uncached(void)
+{
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+    return t;
+}
+
+/*
+ * GQA: the kv head of query head `head`, head / q_per_kv, as a multiply-high by
+ * q_per_kv_mul = floor(2^32 / q_per_kv) + 1 (exact for head, q_per_kv < 2^16, which the
+ * grid's y limit of 65535 guarantees; q_per_kv = 1 is the identity). An integer division
+ * by a runtime value is a dozen instructions on the per-thread datapath, and the K/V base
+ * pointers derived from it then occupied per-thread registers through the whole mainloop
+ * (which spilled at head_dim 96 and 128); the multiply-high stays CTA-uniform.
+ */
+static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_t q_per_kv_mul)
+{
+    return q_per_kv == 1 ? head : (int)__umulhi((uint32_t)head, q_per_kv_mul);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Producer: global -> shared by cp.async
+ * ------------------------------------------------------------------------------ */
+
+/*
+ * Copies kRows rows of head_dim elements (row r at gmem + r·row_stride) into a swizzled
+ * tile. Lane t of the CTA copies chunk t % kSmemChunks of rows t / kSmemChunks + k·(rows
+ * per pass): consecutive lanes read consecutive 16 bytes of a row (coalesced) and write
+ * one 128-byte line of smem (conflict-free). Rows at or past rows_valid are zero-filled
+ * (src-size 0): a K row past seqlen_k must give a finite score to mask, and a V row must
+ * be 0, not leftover bits that 0·NaN would spread. Slots past head_dim (d=96) copy nothing.
+ * kCheckRows = false drops the row test where the tile is known to be whole.
+ */
+template <class Cfg, int kRows, bool kCheckRows, class Element>
+static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem,
+                                                 int row_stride, int rows_valid)
+{
+    const unsigned tid = (unsigned)thread_index_uncached();
+    constexpr int kRowsPerPass = Cfg::kNThreads / Cfg::kSmemChunks;
+    static_assert(kRows % kRowsPerPass == 0, "whole copy passes");
+    static_assert(kRowsPerPass % kSwizzleChunks == 0, "a thread's rows share one XOR key");
+    const int chunk = (int)(tid % Cfg::kSmemChunks);
+    const int row0 = (int)(tid / Cfg::kSmemChunks);
+    if (chunk >= Cfg::kChunks)
+        return;
+    // The thread's rows are kRowsPerPass apart, a multiple of 8, so they all have row0's
+    // swizzle: one destination register plus a constant per pass. The source is the
+    // CTA-uniform tile pointer plus a 32-bit element offset (fx_problem_validate keeps
+    // every tensor under 2^31 elements), so little per-thread state stays alive.
+    const uint32_t dst = smem_tile + swizzled_offset<Cfg>(row0, chunk);
+    const int offset = row0 * row_stride + chunk * kChunkElems;
+#pragma unroll
+    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+        const bool valid = !kCheckRows || row0 + pass * kRowsPerPass < rows_valid;
+        // A row past the end reads nothing, from the tile's first element.
+        const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
+        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset,
+                          valid);
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Consumer: one K/V block — S = QKᵀ, mask, online softmax, O += PV
+ * ------------------------------------------------------------------------------ */
+
+/* Byte offset of k16 step (or n16 pair) `step` of a swizzled row for a lane whose XOR key
+ * (·16 bytes) is `key`: the step's two chunks inside their 128-byte line are XORed with
+ * the key; whole lines are added, so the compiler keeps at most four XORed values alive
+ * and folds the rest into the instruction's immediate offset. */
+static constexpr int kLineBytes = kSwizzleChunks * kChunkBytes;   // 128
+static constexpr int kStepsPerLine = kSwizzleChunks / 2;          // k16 steps per line
+static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
+{
+    return (((step % kStepsPerLine) * 2 * kChunkBytes) ^ key) + (step / kStepsPerLine) * kLineBytes;
+}
+
+/* Per-lane state of the fragments (layouts drawn above attention_block). */
+struct LaneAddrs {
+    uint32_t q;       // this lane's ldmatrix row of the warp's first Q m-tile
+    uint32_t k_row;   // byte offset of this lane's ldmatrix row in a K tile (before XOR)
+    uint32_t v_row;   // the same in a V tile
+    uint32_t key_a;   // XOR key ·16 of the Q and V loads
+    uint32_t key_b;   // XOR key ·16 of the K loads
+};
+
+/* Made afresh for every K/V block from the uncached thread index, rather than kept in
+ * registers across the mainloop: five integer values, recomputed in a dozen instructions. */
+template <class Cfg>
+static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
+{
+    const int lane_r8 = lane % 8, lane_m = (lane / 8) % 2, lane_hi = lane / 16;
+    LaneAddrs la;
+    la.q = sQ + (uint32_t)((warp * Cfg::kRowsPerWarp + lane % kMmaM) * Cfg::kSmemRowBytes);
+    la.k_row = (uint32_t)((lane_r8 + 8 * lane_hi) * Cfg::kSmemRowBytes);
+    la.v_row = (uint32_t)((lane % kMmaK) * Cfg::kSmemRowBytes);
+    la.key_a = (uint32_t)((lane_hi ^ lane_r8) * kChunkBytes);
+    la.key_b = (uint32_t)((lane_m ^ lane_r8) * kChunkBytes);
+    return la;
+}
+
+/*
+ * One K/V block for the warp's kRowsPerWarp rows. kMask: the block crosses the causal
+ * diagonal or the end of seqlen_k, so scores of keys a row may not see become -inf.
+ *
+ * Fragment layouts (PTX ISA, mma.m16n8k16; g = lane/4, t = lane%4), per m16 tile i:
+ *
+ *   acc_s[i][n] (S, 16 rows × keys 8n..8n+7)      acc_o[i][d] (O, 16 rows × cols 8d..8d+7)
+ *        cols 8n+2t, 8n+2t+1                           cols 8d+2t, 8d+2t+1
+ *   row g    | [0] [1] |                          row g    | [0] [1] |
+ *   row g+8  | [2] [3] |                          row g+8  | [2] [3] |
+ *
+ * So a lane holds 2 columns of rows g and g+8 per n8 tile: the row statistics are per
+ * lane partials reduced over the 4 lanes t = 0..3 (shuffle xor 1, 2).
+ *
+ * ldmatrix.x4 address of lane l (lanes 8j..8j+7 address matrix j):
+ *   Q (A operand, 16×16 at rows R, k-chunks 2kk, 2kk+1):
+ *       row R + l%16, chunk 2kk + l/16         -> a[0..3] = (rows 0-7|8-15) × (chunk 0|1)
+ *   K (B operand of S, keys 16np..16np+15 = n8 tiles 2np, 2np+1, chunks 2kk, 2kk+1):
+ *       row 16np + l%8 + 8·(l/16), chunk 2kk + (l/8)%2
+ *                                               -> b[0], b[1] of tile 2np; b[2], b[3] of 2np+1
+ *   V (.trans, B operand of PV, keys 16kk..16kk+15, head_dim chunks 2dp, 2dp+1):
+ *       row 16kk + l%16, chunk 2dp + l/16       -> b[0], b[1] of tile 2dp; b[2], b[3] of 2dp+1
+ * Every such row is ≡ l%8 mod 8, so the swizzled chunk is (2kk + bit) ^ (l%8) =
+ * 2kk ^ (bit ^ l%8): a per-lane key XORed with a compile-time chunk (key_a, key_b).
+ *
+ * P as the A operand of PV, k-step kk (keys 16kk..16kk+15) of m-tile i, from S in place:
+ *   a[0] = (acc_s[i][2kk][0],   acc_s[i][2kk][1])     row g,   keys 2t, 2t+1
+ *   a[1] = (acc_s[i][2kk][2],   acc_s[i][2kk][3])     row g+8, keys 2t, 2t+1
+ *   a[2] = (acc_s[i][2kk+1][0], acc_s[i][2kk+1][1])   row g,   keys 8+2t, 8+2t+1
+ *   a[3] = (acc_s[i][2kk+1][2], acc_s[i][2kk+1][3])   row g+8, keys 8+2t, 8+2t+1
+ * — the accumulator of two adjacent n8 tiles is exactly the A fragment of one k16 step.
+ */
+template <class Cfg, class Element, bool kCausal, bool kMask>
+static __device__ __forceinline__ void attention_block(
+    float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4], float (&row_max)[Cfg::kMTiles][2],
+    float (&row_sum)[Cfg::kMTiles][2], uint32_t sQ, uint32_t sK, uint32_t sV, int n_block,
+    int m_block, int seqlen_q, int seqlen_k, float scale_log2)
+{
+    using Ops = ElementOps<Element>;
+    constexpr int kM = Cfg::kMTiles;
+    constexpr int kTileRowBytes = kMmaM * Cfg::kSmemRowBytes;  // 16 rows: one m16 or k16 step
+    const unsigned tid = (unsigned)thread_index_uncached();
+    const int warp = (int)(tid / kWarpSize), lane = (int)(tid % kWarpSize);
+    const LaneAddrs la = lane_addrs<Cfg>(sQ, warp, lane);
+
+    // ---- S = Q·Kᵀ (fp32 accumulators) ----
+    float acc_s[kM][Cfg::kNTiles][4];
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+        for (int n = 0; n < Cfg::kNTiles; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc_s[i][n][e] = 0.f;
+
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / kMmaK; ++kk) {
+        uint32_t a[kM][4];
+#pragma unroll
+        for (int i = 0; i < kM; ++i)
+            fx_ldmatrix_x4(a[i], la.q + i * kTileRowBytes + swizzled_step(kk, la.key_a));
+#pragma unroll
+        for (int np = 0; np < Cfg::kNTiles / 2; ++np) {
+            uint32_t b[4];
+            fx_ldmatrix_x4(b, sK + la.k_row + np * kTileRowBytes + swizzled_step(kk, la.key_b));
+#pragma unroll
+            for (int i = 0; i < kM; ++i) {
+                Ops::mma(acc_s[i][2 * np], a[i], b[0], b[1]);
+                Ops::mma(acc_s[i][2 * np + 1], a[i], b[2], b[3]);
+            }
+        }
+    }
+
+    // ---- Mask: keys past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q ----
+    if (kMask) {
+        // Query row of this lane's (m-tile 0, row g) entries; key of its column 2t of tile 0.
+        const int row0 = m_block * Cfg::kBlockM + warp * Cfg::kRowsPerWarp + lane / kLanesPerRow;
+        const int col0 = n_block * Cfg::kBlockN + 2 * (lane % kLanesPerRow);
+#pragma unroll
+        for (int i = 0; i < kM; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + i * kMmaM + h * (kMmaM / 2);
+                int key_end = seqlen_k;  // keys [0, key_end) are visible to this row
+                if (kCausal)
+                    key_end = min(key_end, row + 1 + seqlen_k - seqlen_q);
+#pragma unroll
+                for (int n = 0; n < Cfg::kNTiles; ++n)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        if (col0 + n * kMmaN + e >= key_end)
+                            acc_s[i][n][2 * h + e] = -INFINITY;
+            }
+    }
+
+    // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float m_new = row_max[i][h];
+#pragma unroll
+            for (int n = 0; n < Cfg::kNTiles; ++n)
+                m_new = fmaxf(m_new, fmaxf(acc_s[i][n][2 * h], acc_s[i][n][2 * h + 1]));
+            // The 4 lanes of the row; no other warp holds it (split-Q).
+            m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
+            m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
+            // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
+            // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
+            const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
+            // exp(m_old − m_new) rescales what was accumulated so far (0 on the first block).
+            const float alpha = fx_ex2(row_max[i][h] * scale_log2 - m_scaled);
+            row_max[i][h] = m_new;
+            row_sum[i][h] *= alpha;
+#pragma unroll
+            for (int d = 0; d < Cfg::kDTiles; ++d) {
+                acc_o[i][d][2 * h] *= alpha;
+                acc_o[i][d][2 * h + 1] *= alpha;
+            }
+            // P = exp(scale·(S − m)) = 2^(S·scale_log2 − m·scale_log2): one FFMA and one EX2.
+#pragma unroll
+            for (int n = 0; n < Cfg::kNTiles; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float p =
+                        fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
+                    acc_s[i][n][2 * h + e] = p;
+                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
+                }
+        }
+
+    // ---- O += P·V, P converted from the S accumulators in registers ----
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
+        uint32_t a[kM][4];
+#pragma unroll
+        for (int i = 0; i < kM; ++i) {
+            a[i][0] = Ops::pack(acc_s[i][2 * kk][0], acc_s[i][2 * kk][1]);
+            a[i][1] = Ops::pack(acc_s[i][2 * kk][2], acc_s[i][2 * kk][3]);
+            a[i][2] = Ops::pack(acc_s[i][2 * kk + 1][0], acc_s[i][2 * kk + 1][1]);
+            a[i][3] = Ops::pack(acc_s[i][2 * kk + 1][2], acc_s[i][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < Cfg::kDTiles / 2; ++dp) {
+            uint32_t b[4];
+            fx_ldmatrix_x4_trans(b, sV + la.v_row + kk * kTileRowBytes +
+                                        swizzled_step(dp, la.key_a));
+#pragma unroll
+            for (int i = 0; i < kM; ++i) {
+                Ops::mma(acc_o[i][2 * dp], a[i], b[0], b[1]);
+                Ops::mma(acc_o[i][2 * dp + 1], a[i], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Epilogue helpers
+ * ------------------------------------------------------------------------------ */
+
+/* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride,
+                                                         float *LSE, int rows_valid, int tid)
+{
+    const int rows = min(Cfg::kBlockM, rows_valid);
+    for (int idx = tid; idx < rows * Cfg::kChunks; idx += Cfg::kNThreads) {
+        const int row = idx / Cfg::kChunks, chunk = idx % Cfg::kChunks;
+        *reinterpret_cast<uint4 *>(O + row * o_row_stride + chunk * kChunkElems) =
+            make_uint4(0, 0, 0, 0);
+    }
+    for (int row = tid; row < rows; row += Cfg::kNThreads)
+        LSE[row] = -INFINITY;
+}
+
+/* ---------------------------------------------------------------------------------
+ * The kernel: one CTA per (Q block, query head, batch)
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal>
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
+flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
+{
+    extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
+    SharedStorage<Cfg> &smem = *reinterpret_cast<SharedStorage<Cfg> *>(smem_raw);
+    using Ops = ElementOps<Element>;
+    constexpr int kM = Cfg::kMTiles;
+
+    // ---- Block info: which rows, which heads, which K/V blocks ----
+    const int m_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+    const int head_kv = kv_head_of(head, p.q_per_kv, p.q_per_kv_mul);  // GQA
+    const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+    const int rows_valid = p.seqlen_q - m_block * Cfg::kBlockM;  // Q rows of this block in range
+
+    const Element *Q = static_cast<const Element *>(p.q) + batch * p.q_batch_stride +
+                       head * p.q_head_stride + (int64_t)m_block * Cfg::kBlockM * p.q_row_stride;
+    const Element *K = static_cast<const Element *>(p.k) + batch * p.k_batch_stride +
+                       head_kv * p.k_head_stride;
+    const Element *V = static_cast<const Element *>(p.v) + batch * p.v_batch_stride +
+                       head_kv * p.v_head_stride;
+    Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
+                 (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
+    float *LSE = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q +
+                 (int64_t)m_block * Cfg::kBlockM;
+
+    // K/V blocks [0, n_block_max) hold a key some row of this block sees. Causal early exit:
+    // the blocks past the last row's diagonal are never loaded (FA2 §3.1.1).
+    int n_block_max = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    if (kCausal) {
+        const int last_row = m_block * Cfg::kBlockM + min(Cfg::kBlockM, rows_valid) - 1;
+        const int keys_seen = last_row + 1 + p.seqlen_k - p.seqlen_q;
+        n_block_max = keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) /
+                                                                  Cfg::kBlockN);
+    }
+    if (n_block_max == 0) {
+        write_empty_block<Cfg>(O, p.o_row_stride, LSE, rows_valid, tid);
+        return;
+    }
+    // Blocks [0, n_block_unmasked) are wholly visible to every row of this block: no mask.
+    int n_block_unmasked = p.seqlen_k / Cfg::kBlockN;
+    if (kCausal) {
+        const int keys_seen_first_row = m_block * Cfg::kBlockM + 1 + p.seqlen_k - p.seqlen_q;
+        n_block_unmasked = min(n_block_unmasked, max(keys_seen_first_row, 0) / Cfg::kBlockN);
+    }
+
+    // ---- Prologue: Q and the last K/V block in flight as one cp.async group ----
+    const uint32_t sQ = fx_smem_addr(smem.Q);
+    // Stage s of K is at sK0 + s·kStageBytes (arithmetic: an indexed array would be local memory).
+    const uint32_t sK0 = fx_smem_addr(smem.K[0]), sV0 = fx_smem_addr(smem.V[0]);
+    constexpr uint32_t kStageBytes = sizeof(smem.K[0]);
+    int n_block = n_block_max - 1;  // the masked blocks come first (largest n_block first)
+    load_tile<Cfg, Cfg::kBlockM, true>(sQ, Q, p.q_row_stride, rows_valid);
+    load_tile<Cfg, Cfg::kBlockN, true>(sK0, K + (int64_t)n_block * Cfg::kBlockN * p.k_row_stride,
+                                       p.k_row_stride, p.seqlen_k - n_block * Cfg::kBlockN);
+    load_tile<Cfg, Cfg::kBlockN, true>(sV0, V + (int64_t)n_block * Cfg::kBlockN * p.v_row_stride,
+                                       p.v_row_stride, p.seqlen_k - n_block * Cfg::kBlockN);
+    fx_cp_async_commit();
+
+    // ---- Accumulators: O unnormalized, the running row max m and row sum ℓ ----
+    float acc_o[kM][Cfg::kDTiles][4];
+    float row_max[kM][2], row_sum[kM][2];
+#pragma unroll
+    for (int i = 0; i < kM; ++i) {
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc_o[i][d][e] = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            row_max[i][h] = -INFINITY;
+            row_sum[i][h] = 0.f;
+        }
+    }
+
+    // ---- Mainloop: KV inner loop, two-stage cp.async ring ----
+    for (int stage = 0; n_block >= 0; --n_block, stage ^= 1) {
+        // Block n_block (one group) has landed for this thread; the barrier makes every
+        // thread's copies visible and proves that all warps are done with block
+        // n_block + 1, whose stage the next copy overwrites.
+        fx_cp_async_wait<0>();
+        __syncthreads();
+        if (n_block > 0) {
+            // Only the last block can end inside seqlen_k, and the prologue loaded it: the
+            // blocks fetched here are whole, so their copies test no rows.
+            const int next = n_block - 1;
+            load_tile<Cfg, Cfg::kBlockN, false>(sK0 + (stage ^ 1) * kStageBytes,
+                                                K + (int64_t)next * Cfg::kBlockN * p.k_row_stride,
+                                                p.k_row_stride, Cfg::kBlockN);
+            load_tile<Cfg, Cfg::kBlockN, false>(sV0 + (stage ^ 1) * kStageBytes,
+                                                V + (int64_t)next * Cfg::kBlockN * p.v_row_stride,
+                                                p.v_row_stride, Cfg::kBlockN);
+            fx_cp_async_commit();
+        }
+        const uint32_t sK = sK0 + stage * kStageBytes, sV = sV0 + stage * kStageBytes;
+        if (n_block >= n_block_unmasked)
+            attention_block<Cfg, Element, kCausal, true>(acc_o, row_max, row_sum, sQ, sK, sV,
+                                                         n_block, m_block, p.seqlen_q,
+                                                         p.seqlen_k, p.scale_log2);
+        else
+            attention_block<Cfg, Element, kCausal, false>(acc_o, row_max, row_sum, sQ, sK, sV,
+                                                          n_block, m_block, p.seqlen_q,
+                                                          p.seqlen_k, p.scale_log2);
+    }
+
+    // ---- Epilogue: ℓ over the row, O /= ℓ once (FA2 Algorithm 1, line 12), LSE ----
+    float lse[kM][2];
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = row_sum[i][h];
+            l += __shfl_xor_sync(kFullWarp, l, 1);
+            l += __shfl_xor_sync(kFullWarp, l, 2);
+            // ℓ = 0 only for a row that saw no key: O = 0 and LSE = -inf there, never NaN.
+            const bool empty = (l == 0.f || l != l);
+            const float inv_l = empty ? 0.f : 1.f / l;
+            lse[i][h] = empty ? -INFINITY : row_max[i][h] * p.softmax_scale + logf(l);
+#pragma unroll
+            for (int d = 0; d < Cfg::kDTiles; ++d) {
+                acc_o[i][d][2 * h] *= inv_l;
+                acc_o[i][d][2 * h + 1] *= inv_l;
+            }
+        }
+
+    // O goes through shared memory so that HBM sees whole 16-byte chunks of a row. A warp
+    // writes only its own rows of the Q tile, which only it has read: __syncwarp before
+    // (its lanes are done reading Q) and after (the rows are written) suffices.
+    __syncwarp();
+    // Lane (g, t) writes columns 8d+2t, 8d+2t+1 of rows g, g+8: 4 bytes at byte 4t of
+    // chunk d of the row; rows g = 0..7 put chunk d in 8 different bank groups.
+    const int local_row0 = warp * Cfg::kRowsPerWarp + lane / kLanesPerRow;
+    const int byte_in_chunk = (lane % kLanesPerRow) * (2 * kElemBytes);
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = local_row0 + i * kMmaM + h * (kMmaM / 2);
+#pragma unroll
+            for (int d = 0; d < Cfg::kDTiles; ++d)
+                *reinterpret_cast<uint32_t *>(reinterpret_cast<unsigned char *>(smem.Q) +
+                                              swizzled_offset<Cfg>(r, d) + byte_in_chunk) =
+                    Ops::pack(acc_o[i][d][2 * h], acc_o[i][d][2 * h + 1]);
+        }
+    __syncwarp();
+    {
+        constexpr int kRowsPerCopy = kWarpSize / Cfg::kSmemChunks;  // rows per warp pass
+        static_assert(Cfg::kRowsPerWarp % kRowsPerCopy == 0, "whole copy passes");
+        const int chunk = lane % Cfg::kSmemChunks;
+        if (chunk < Cfg::kChunks) {
+#pragma unroll
+            for (int pass = 0; pass < Cfg::kRowsPerWarp / kRowsPerCopy; ++pass) {
+                const int r = warp * Cfg::kRowsPerWarp + lane / Cfg::kSmemChunks +
+                              pass * kRowsPerCopy;
+                if (r < rows_valid)
+                    *reinterpret_cast<uint4 *>(O + r * p.o_row_stride + chunk * kChunkElems) =
+                        *reinterpret_cast<const uint4 *>(
+                            reinterpret_cast<const unsigned char *>(smem.Q) +
+                            swizzled_offset<Cfg>(r, chunk));
+            }
+        }
+    }
+    // LSE: lane t = 0 of each row writes it.
+    if (lane % kLanesPerRow == 0) {
+#pragma unroll
+        for (int i = 0; i < kM; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = local_row0 + i * kMmaM + h * (kMmaM / 2);
+                if (r < rows_valid)
+                    LSE[r] = lse[i][h];
+            }
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Host launcher
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal>
+static cudaError_t launch(const fx_fwd_args *a)
+{
+    const fx_problem *pr = a->p;
+    Flash2FwdParams p;
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
+    p.o = a->o;
+    p.lse = a->lse;
+    p.q_batch_stride = a->q_layout.batch_stride;
+    p.q_row_stride = (int)a->q_layout.row_stride;
+    p.q_head_stride = a->q_layout.head_stride;
+    p.k_batch_stride = a->k_layout.batch_stride;
+    p.k_row_stride = (int)a->k_layout.row_stride;
+    p.k_head_stride = a->k_layout.head_stride;
+    p.v_batch_stride = a->v_layout.batch_stride;
+    p.v_row_stride = (int)a->v_layout.row_stride;
+    p.v_head_stride = a->v_layout.head_stride;
+    p.o_batch_stride = a->o_layout.batch_stride;
+    p.o_row_stride = (int)a->o_layout.row_stride;
+    p.o_head_stride = a->o_layout.head_stride;
+    p.seqlen_q = pr->seqlen_q;
+    p.seqlen_k = pr->seqlen_k;
+    p.heads_q = pr->heads_q;
+    p.q_per_kv = pr->heads_q / pr->heads_kv;
+    p.q_per_kv_mul = (uint32_t)((1ull << 32) / (uint64_t)p.q_per_kv + 1);  // unused when 1
+    p.softmax_scale = (float)pr->softmax_scale;
+    p.scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+
+    const size_t smem_bytes = sizeof(SharedStorage<Cfg>);
+    auto kernel = flash2_fwd_kernel<Cfg, Element, kCausal>;
+    // Past 48 KiB of dynamic shared memory a kernel must opt in.
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)smem_bytes);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((unsigned)((pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),
+                    (unsigned)pr->heads_q, (unsigned)pr->batch);
+    kernel<<<grid, Cfg::kNThreads, smem_bytes, a->stream>>>(p);
+    return cudaGetLastError();
+}
+
+template <class Cfg, class Element>
+static cudaError_t launch_masking(const fx_fwd_args *a)
+{
+    return a->p->causal ? launch<Cfg, Element, true>(a) : launch<Cfg, Element, false>(a);
+}
+
+template <class Cfg>
+static cudaError_t launch_dtype(const fx_fwd_args *a)
+{
+    switch (a->p->dtype) {
+    case FX_BF16: return launch_masking<Cfg, __nv_bfloat16>(a);
+    case FX_FP16: return launch_masking<Cfg, __half>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
+static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
+{
+    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
+           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
+}
+
+extern "C" size_t fx_flash2_fwd_smem_bytes(int head_dim)
+{
+    switch (head_dim) {
+    case 64: return sizeof(SharedStorage<ConfigD64>);
+    case 96: return sizeof(SharedStorage<ConfigD96>);
+    case 128: return sizeof(SharedStorage<ConfigD128>);
+    case 256: return sizeof(SharedStorage<ConfigD256>);
+    default: return 0;
+    }
+}
+
+extern "C" cudaError_t fx_flash2_forward(const fx_fwd_args *a)
+{
+    if (!aligned_for_chunks(a->q, &a->q_layout) || !aligned_for_chunks(a->k, &a->k_layout) ||
+        !aligned_for_chunks(a->v, &a->v_layout) || !aligned_for_chunks(a->o, &a->o_layout))
+        return cudaErrorMisalignedAddress;
+    switch (a->p->head_dim) {
+    case 64: return launch_dtype<ConfigD64>(a);
+    case 96: return launch_dtype<ConfigD96>(a);
+    case 128: return launch_dtype<ConfigD128>(a);
+    case 256: return launch_dtype<ConfigD256>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}

@@ -1,0 +1,72 @@
+/*
+ * stage.c — the descriptor of stage 03 (FlashAttention-2): what it can do, how to run it.
+ *
+ * The kernels and their launcher are in flash2_fwd.cu. This file tells the harness the
+ * capabilities and refuses, naming the limit, a problem the launch itself could not run:
+ * a grid dimension past the hardware's, or a tile that needs more shared memory per
+ * block than this GPU has.
+ */
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "fx_stage.h"
+
+/* flash2_fwd.cu (extern "C"). */
+cudaError_t fx_flash2_forward(const fx_fwd_args *a);
+size_t fx_flash2_fwd_smem_bytes(int head_dim);
+
+/* The grid is (query blocks, heads_q, batch); gridDim.y and gridDim.z stop at 65535. */
+#define FLASH2_MAX_GRID_YZ 65535
+
+static int flash2_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+{
+    (void)backward;
+    if (p->heads_q > FLASH2_MAX_GRID_YZ || p->batch > FLASH2_MAX_GRID_YZ) {
+        snprintf(why, why_len,
+                 "03_flash2 runs one CTA per (query block, head, batch): heads_q (%d) and "
+                 "batch (%d) must each be at most %d (gridDim.y/z)",
+                 p->heads_q, p->batch, FLASH2_MAX_GRID_YZ);
+        return 2;
+    }
+    int device = 0, smem_optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+        /* No device to ask: opening the device reports that (exit 77) on its own. */
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const size_t needed = fx_flash2_fwd_smem_bytes(p->head_dim);
+    if (needed > (size_t)smem_optin) {
+        snprintf(why, why_len,
+                 "03_flash2 at head_dim %d keeps Q and two stages of K and V in shared memory: "
+                 "%zu bytes per block, this GPU allows %d",
+                 p->head_dim, needed, smem_optin);
+        return 2;
+    }
+    return 0;
+}
+
+const fx_stage fx_stage_03_flash2 = {
+    .id = "03_flash2",
+    .summary = "FlashAttention-2: one CTA per Q block with the K/V loop inside, split-Q warps, "
+               "deferred 1/l, LSE; mma.sync + ldmatrix + cp.async; causal early exit",
+    .caps = {
+        .head_dims = {64, 96, 128, 256},  /* one tile configuration per head_dim */
+        .n_head_dims = 4,
+        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+        .causal = true,
+        .gqa = true,
+        .backward = false,
+        .min_sm = 80,
+        .sm90a_only = false,
+        .limits = "heads_q and batch at most 65535 (grid); head_dim 256 needs 192 KiB of "
+                  "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB",
+    },
+    .workspace_bytes = NULL,
+    .check_problem = flash2_check_problem,
+    .forward = fx_flash2_forward,
+    .backward = NULL,
+    .cpu_model = NULL,
+};
