@@ -41,13 +41,15 @@ for label in gpu ptx; do
     cat "$out/ctest_$label.tmp" >> "$out/ctest.log" && rm -f "$out/ctest_$label.tmp"
 done
 
-small=(--check --bwd --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 --heads-kv 2 --head-dim 64 --causal)
+small=(--check --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 --heads-kv 2 --head-dim 64 --causal)
 for bin in build/bin/stage_*; do
     id=${bin##*/stage_}
+    args=("${small[@]}")
+    "$bin" --help | grep -q '^  backward: yes' && args+=(--bwd)
     for tool in memcheck racecheck synccheck; do
         log="$out/sanitizer.log"
         echo "=== $id $tool ===" >> "$log"
-        compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin" "${small[@]}" >> "$log" 2>&1
+        compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin" "${args[@]}" >> "$log" 2>&1
         rc=$?
         note "sanitizer $tool $id: $([[ $rc == 0 ]] && echo clean || echo "exit $rc")"
     done
