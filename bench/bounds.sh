@@ -2,28 +2,36 @@
 # bounds.sh — how close each row of a sweep CSV is to the three walls of attention
 # (DESIGN.md, "Benchmarks and plots"; docs/benchmarks.md, "The bounds").
 #
-#   bench/bounds.sh SWEEP.csv [--csv OUT.csv] [--copy-tbps X] [--clock-mhz M]
-#                             [--flop-per-sm-clock F]
+#   bench/bounds.sh SWEEP.csv [--direction fwd|bwd] [--csv OUT.csv] [--copy-tbps X]
+#                             [--clock-mhz M] [--flop-per-sm-clock F]
 #
 # For every row, the time each bound alone would need, as a percentage of the row's
 # measured (median) time — 100 % means the row runs at that wall:
 #   tensor cores  FLOPs / (sm_count × F × SM clock); F = 4096 dense bf16/fp16 FLOP per
 #                 SM per clock on Hopper (989 TFLOP/s for 132 SMs at 1830 MHz), 2048 on
-#                 A100/A800/A30, 8192 for e4m3 on Hopper; other GPUs: --flop-per-sm-clock
+#                 A100/A800/A30, 8192 for e4m3 on Hopper; other GPUs: --flop-per-sm-clock.
+#                 FLOPs as the row's tflops counts them: the forward's 4·b·h·d·pairs, a
+#                 bwd row's 2.5 times that (five GEMMs instead of two)
 #   exp unit      batch·heads_q·(unmasked (i, j) pairs) exponentials / (sm_count × 16 ×
-#                 SM clock); pairs counted exactly, N(N+1)/2 per slice for causal
-#   HBM           Q, K, V read once, O written once (dtype bytes; bf16 O for e4m3) and
-#                 LSE written once (fp32), over the device-to-device copy bandwidth
-#                 measured in the same run (the median of the CSV's copy_bw rows on that
-#                 device, bytes read + written over time) or --copy-tbps
+#                 SM clock); pairs counted exactly, N(N+1)/2 per slice for causal. The
+#                 same count for a bwd row: the backward recomputes P = exp(S − LSE) once
+#   HBM           the bytes a row must move at least, over the device-to-device copy
+#                 bandwidth measured in the same run (the median of the CSV's copy_bw
+#                 rows on that device, bytes read + written over time) or --copy-tbps:
+#                 fwd: Q, K, V read once, O written once (dtype bytes; bf16 O for e4m3)
+#                 and LSE written once (fp32);
+#                 bwd: Q, K, V, O, dO read once, dQ, dK, dV written once (dtype bytes)
+#                 and LSE read once (fp32); not counted: D = rowsum(dO∘O) and an fp32
+#                 dQ accumulator, which an implementation may keep in HBM on top
 # The SM clock is the row's own (sm_clock_mhz, read right after its timed calls), or
 # --clock-mhz where the row has 0. The highest percentage names the bound the row is
 # closest to. torch_matmul rows get the tensor-core percentage only; copy_bw rows none.
 #
-# Prints a table (the median over repeats of each (stage, head_dim, causal, seqlen));
-# with --csv writes every row of the input with these columns added: peak_tflops,
-# pct_tensor, exp_ms, pct_exp, hbm_bytes, copy_tbps, hbm_ms, pct_hbm, bound (an empty
-# cell where a bound cannot be computed). POSIX awk; no GPU needed.
+# Prints a table (the median over repeats of each (direction, stage, head_dim, causal,
+# seqlen); --direction keeps one direction's rows in it); with --csv writes every row of
+# the input with these columns added: peak_tflops, pct_tensor, exp_ms, pct_exp,
+# hbm_bytes, copy_tbps, hbm_ms, pct_hbm, bound (an empty cell where a bound cannot be
+# computed). POSIX awk; no GPU needed.
 set -euo pipefail
 
 usage() {
@@ -34,9 +42,10 @@ die() {
     exit 2
 }
 
-csv="" out="" copy_tbps="" clock_mhz="" flop_per_clock=""
+csv="" out="" copy_tbps="" clock_mhz="" flop_per_clock="" direction=""
 while (($#)); do
     case $1 in
+        --direction) direction=${2:?--direction needs fwd or bwd}; shift ;;
         --csv) out=${2:?--csv needs a file}; shift ;;
         --copy-tbps) copy_tbps=${2:?--copy-tbps needs TB/s}; shift ;;
         --clock-mhz) clock_mhz=${2:?--clock-mhz needs MHz}; shift ;;
@@ -48,6 +57,7 @@ while (($#)); do
     shift
 done
 [[ -n $csv ]] || { usage >&2; exit 2; }
+[[ -z $direction || $direction == fwd || $direction == bwd ]] || die "--direction must be fwd or bwd"
 [[ -r $csv ]] || die "cannot read $csv"
 head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header (FX_CSV_HEADER)"
 
@@ -107,8 +117,11 @@ FNR == 2 { print hdr, "peak_tflops,pct_tensor,exp_ms,pct_exp,hbm_bytes,copy_tbps
             p_e = 100 * exp_ms / ms
         }
         bw = copy_opt != "" ? copy_opt : median(copies[dev])
-        bytes = elem_bytes(dtype) * (b * sq * hq * d + 2 * b * sk * hk * d) \
-              + (dtype == "e4m3" ? 2 : elem_bytes(dtype)) * b * sq * hq * d + 4 * b * hq * sq
+        if ($c["direction"] == "bwd")  # Q, O, dO, dQ and K, V, dK, dV once; LSE read
+            bytes = elem_bytes(dtype) * (4 * b * sq * hq * d + 4 * b * sk * hk * d) + 4 * b * hq * sq
+        else                           # Q, K, V read, O written once; LSE written
+            bytes = elem_bytes(dtype) * (b * sq * hq * d + 2 * b * sk * hk * d) \
+                  + (dtype == "e4m3" ? 2 : elem_bytes(dtype)) * b * sq * hq * d + 4 * b * hq * sq
         if (bw != "" && bw > 0) {
             hbm_ms = bytes / (bw * 1e12) * 1e3
             p_h = 100 * hbm_ms / ms
@@ -128,9 +141,9 @@ if [[ -n $out ]]; then
     cp "$augmented" "$out"
 fi
 
-# The table: medians over the repeats, ordered by head_dim, causal, seqlen, then by the
-# stage's first appearance in the CSV.
-awk -F, '
+# The table: medians over the repeats, ordered by direction (fwd first), head_dim,
+# causal, seqlen, then by the stage's first appearance in the CSV.
+awk -F, -v want="$direction" '
 function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
     for (i = 2; i <= n; ++i)
@@ -149,7 +162,10 @@ NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         if ($c["sm_clock_mhz"] + 0 > 0) add(s, "clk", $c["sm_clock_mhz"])
         next
     }
-    key = sprintf("%06d %d %06d %03d %s", $c["head_dim"], $c["causal"], $c["seqlen_q"], order[s], s)
+    dir = $c["direction"]
+    if (want != "" && dir != want) next
+    key = sprintf("%d %06d %d %06d %03d %s %s", dir == "fwd" ? 0 : dir == "bwd" ? 1 : 2, $c["head_dim"],
+                  $c["causal"], $c["seqlen_q"], order[s], s, dir)
     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
     add(key, "tf", $c["tflops"]); add(key, "pt", $c["pct_tensor"])
     add(key, "pe", $c["pct_exp"]); add(key, "ph", $c["pct_hbm"]); add(key, "n", 1)
@@ -170,7 +186,7 @@ END {
         if (pt != "" && pt + 0 > top) { top = pt + 0; best = "tensor" }
         if (pe != "" && pe + 0 > top) { top = pe + 0; best = "exp" }
         if (ph != "" && ph + 0 > top) { top = ph + 0; best = "hbm" }
-        printf "%s\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%d\n", keys[i], f[1] + 0, f[2], f[3] + 0, f[5],
+        printf "%s\t%s\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%d\n", keys[i], f[7], f[2] + 0, f[3], f[4] + 0, f[6],
                median(vals[keys[i], "tf"]), pt == "" ? "-" : sprintf("%.1f", pt),
                pe == "" ? "-" : sprintf("%.1f", pe), ph == "" ? "-" : sprintf("%.1f", ph),
                best == "" ? "-" : best, split(vals[keys[i], "n"], tmp, " ")
@@ -181,12 +197,12 @@ END {
     while IFS= read -r line; do
         if [[ $line == '#'* ]]; then echo "${line#\# }"; else rows+=("$line"); fi
     done
-    printf '%-9s %-6s %7s  %-16s %9s %9s %7s %7s  %-7s %s\n' head_dim causal seqlen stage \
+    printf '%-4s %-9s %-6s %7s  %-16s %9s %9s %7s %7s  %-7s %s\n' dir head_dim causal seqlen stage \
         TFLOP/s %tensor %exp %HBM bound repeats
     if ((${#rows[@]})); then
         printf '%s\n' "${rows[@]}" | sort | awk -F'\t' '{
-            printf "%-9s %-6s %7s  %-16s %9s %9s %7s %7s  %-7s %s\n", $2, $3 ? "yes" : "no", $4, $5,
-                   $6, $7, $8, $9, $10, $11 }'
+            printf "%-4s %-9s %-6s %7s  %-16s %9s %9s %7s %7s  %-7s %s\n", $2, $3, $4 ? "yes" : "no", $5, $6,
+                   $7, $8, $9, $10, $11, $12 }'
     fi
 }
 [[ -z $out ]] || echo "augmented CSV: $out"

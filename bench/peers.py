@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""peers.py — the peers of the FA3 forward sweep, measured on the same GPU in the same run.
+"""peers.py — the peers of the FA3 sweep, forward and backward, measured on the same GPU in
+the same run.
 
 PyTorch's scaled_dot_product_attention with each backend forced through
 torch.nn.attention.sdpa_kernel:
@@ -13,7 +14,8 @@ TFLOP/s) and a device-to-device copy (copy_bw: its `tflops` column holds TB/s, b
 plus bytes written over the median time; `seqlen_q` holds the buffer size in MiB).
 
     bench/peers.py --batch 8 --seqlen 2048 --heads 16 --head-dim 128 [--causal] \\
-                   [--dtype bf16] [--iters 10] [--warmup 3] [--csv FILE] [--commit C]
+                   [--direction fwd|bwd|both] [--dtype bf16] [--iters 10] [--warmup 3] \\
+                   [--csv FILE] [--commit C]
     bench/peers.py --gemm [--csv FILE] [--meta FILE]     (the reference rows, once per run)
     bench/peers.py --serve        (bench/sweep.sh: one line of the options above per request)
 
@@ -30,9 +32,19 @@ the harness does; nvidia-smi as a fallback; 0 when neither answers) right after 
 timed calls. FLOPs by the FA3 convention, counted like fx_flops_forward: 4 * batch *
 heads * head_dim * (unmasked (i, j) pairs), N(N+1)/2 pairs per slice when causal.
 
+--direction bwd times the backward alone, as the stage programs' --bench --bwd does
+(fx_flops_backward: 2.5 times the forward's exact count, five GEMMs instead of two):
+per backend, Q, K and V (the same layout) are made leaves with requires_grad, the SDPA
+forward runs once under the forced backend, untimed, and then each timed call is
+torch.autograd.grad(out, (q, k, v), grad_outputs=dO, retain_graph=True), with dO drawn
+like Q in the same layout: --warmup untimed calls, --iters timed ones with the L2 flush
+before each, the median. A backend whose forward or backward raises prints a "bwd
+skipped:" line and writes no row. --direction both does the forward, then the backward,
+for each backend; the default, fwd, is the forward alone.
+
 Rows go to --csv in the columns of the file's header (FX_CSV_HEADER of common/fx_main.h,
-written here when the file is new): stage = the peer's name, direction = fwd (ref for
-the two reference rows), commit = --commit, check = peer, the error columns empty.
+written here when the file is new): stage = the peer's name, direction = fwd or bwd (ref
+for the two reference rows), commit = --commit, check = peer, the error columns empty.
 Stdlib and torch only; Python 3.8 or newer.
 """
 
@@ -83,6 +95,8 @@ def parser(cls=argparse.ArgumentParser, prog="peers.py"):
     p.add_argument("--causal", type=int, nargs="?", const=1, default=0, choices=(0, 1),
                    help="--causal or --causal 1: causal; --causal 0 (default): not")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--direction", default="fwd", choices=("fwd", "bwd", "both"),
+                   help="time the forward (default), the backward alone, or both")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--csv", help="append rows to this file")
@@ -114,6 +128,11 @@ def unmasked_pairs(seqlen_q, seqlen_k, causal):
 
 def flops_forward(batch, heads, head_dim, seqlen, causal):
     return 4.0 * batch * heads * head_dim * unmasked_pairs(seqlen, seqlen, causal)
+
+
+def flops_backward(batch, heads, head_dim, seqlen, causal):
+    """fx_flops_backward: five GEMMs instead of two (FA3 convention), 2.5x the forward."""
+    return 2.5 * flops_forward(batch, heads, head_dim, seqlen, causal)
 
 
 # ----------------------------------------------------------------------------------------
@@ -275,13 +294,11 @@ def first_reason(exc, caught):
 
 def run_point(ctx, args):
     torch = ctx.torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend
 
     b, s, h, d, causal = args.batch, args.seqlen, args.heads, args.head_dim, bool(args.causal)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     wanted = set(x.strip() for x in args.backends.split(",") if x.strip())
-    flops = flops_forward(b, h, d, s, causal)
     problem = {"batch": b, "seqlen_q": s, "seqlen_k": s, "heads_q": h, "heads_kv": h,
                "head_dim": d, "dtype": args.dtype, "causal": int(causal)}
     # The repository's layout [batch, seqlen, heads, head_dim]; SDPA takes
@@ -290,6 +307,10 @@ def run_point(ctx, args):
     gen.manual_seed(1)
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen).transpose(1, 2)
                for _ in range(3))
+    dout = None
+    if args.direction in ("bwd", "both"):
+        # dO in the same layout, drawn after Q, K, V (which stay the forward's).
+        dout = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen).transpose(1, 2)
     try:
         for name, backend in PEERS:
             if name.split("_", 1)[1] not in wanted:
@@ -297,25 +318,76 @@ def run_point(ctx, args):
             if not hasattr(SDPBackend, backend):
                 say("  %-15s skipped: this PyTorch has no SDPBackend.%s" % (name, backend))
                 continue
-            try:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    with sdpa_kernel(getattr(SDPBackend, backend)):
-                        def call():
-                            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                        call()  # an unsupported case raises here, before any timing
-                        timing = ctx.time(call, args.warmup, args.iters)
-            except (RuntimeError, ValueError, NotImplementedError) as exc:
-                say("  %-15s skipped: %s" % (name, first_reason(exc, caught)))
-                torch.cuda.synchronize()
-                continue
-            rate = flops / (timing[0] * 1e-3) / 1e12
-            row(ctx, args, name, "fwd", problem, timing, rate)
-            say("  %-15s %9.3f ms (min %.3f, max %.3f)  %7.1f TFLOP/s  SM %d MHz"
-                % (name, timing[0], timing[1], timing[2], rate, timing[3]))
+            if args.direction in ("fwd", "both"):
+                time_forward(ctx, args, name, getattr(SDPBackend, backend), (q, k, v), causal,
+                             problem)
+            if dout is not None:
+                time_backward(ctx, args, name, getattr(SDPBackend, backend), (q, k, v), dout,
+                              causal, problem)
     finally:
-        del q, k, v
+        del q, k, v, dout
         torch.cuda.empty_cache()  # leave the memory to the stage program that runs next
+
+
+def time_forward(ctx, args, name, backend, qkv, causal, problem):
+    """One backend's forward: a row and a line, or a skip line."""
+    torch = ctx.torch
+    from torch.nn.attention import sdpa_kernel
+    import torch.nn.functional as F
+
+    q, k, v = qkv
+    flops = flops_forward(args.batch, args.heads, args.head_dim, args.seqlen, causal)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with sdpa_kernel(backend):
+                def call():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                call()  # an unsupported case raises here, before any timing
+                timing = ctx.time(call, args.warmup, args.iters)
+    except (RuntimeError, ValueError, NotImplementedError) as exc:
+        say("  %-15s skipped: %s" % (name, first_reason(exc, caught)))
+        torch.cuda.synchronize()
+        return
+    rate = flops / (timing[0] * 1e-3) / 1e12
+    row(ctx, args, name, "fwd", problem, timing, rate)
+    say("  %-15s %9.3f ms (min %.3f, max %.3f)  %7.1f TFLOP/s  SM %d MHz"
+        % (name, timing[0], timing[1], timing[2], rate, timing[3]))
+
+
+def time_backward(ctx, args, name, backend, qkv, dout, causal, problem):
+    """One backend's backward alone: the forward once (untimed), then autograd.grad timed."""
+    torch = ctx.torch
+    from torch.nn.attention import sdpa_kernel
+    import torch.nn.functional as F
+
+    flops = flops_backward(args.batch, args.heads, args.head_dim, args.seqlen, causal)
+    # Leaves that share Q, K, V's memory and strides (no copy), so that the gradients are
+    # taken with respect to exactly the tensors the forward read.
+    q, k, v = (t.detach().requires_grad_() for t in qkv)
+    out = None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with sdpa_kernel(backend):
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                def call():
+                    return torch.autograd.grad(out, (q, k, v), grad_outputs=dout,
+                                               retain_graph=True)
+                call()  # a backward this backend lacks raises here, before any timing
+                timing = ctx.time(call, args.warmup, args.iters)
+    except (RuntimeError, ValueError, NotImplementedError) as exc:
+        say("  %-15s bwd skipped: %s" % (name, first_reason(exc, caught)))
+        torch.cuda.synchronize()
+        return
+    finally:
+        del out  # frees the graph and what it saved
+        del q, k, v
+    rate = flops / (timing[0] * 1e-3) / 1e12
+    row(ctx, args, name, "bwd", problem, timing, rate)
+    say("  %-15s bwd %9.3f ms (min %.3f, max %.3f)  %7.1f TFLOP/s  SM %d MHz"
+        % (name, timing[0], timing[1], timing[2], rate, timing[3]))
 
 
 def run_gemm(ctx, args):

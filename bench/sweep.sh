@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# sweep.sh — the FlashAttention-3 paper's forward sweep on this GPU: the stage programs
-# and the peers (PyTorch SDPA backends, bench/peers.py) at every point, interleaved.
+# sweep.sh — the FlashAttention-3 paper's sweep on this GPU, forward (the default) or
+# backward or both: the stage programs and the peers (PyTorch SDPA backends,
+# bench/peers.py) at every point, interleaved.
 #
 #   bench/sweep.sh [options]
 #
@@ -13,11 +14,32 @@
 # and a difference larger than their spread). Each repeat begins with the reference
 # rows: a bf16 torch.matmul 8192³ and a device-to-device copy (bench/peers.py --gemm).
 #
-# Expected duration on one H200 (estimated from the stages' measured rates and about a
-# second of start-up per stage program; the sweep prints its own estimate after the
-# first repeat): --quick about 30 s; the full sweep with --stages 02_flash1,03_flash2
-# (3 repeats, peers) about 5 minutes; stage 01 (in the default, every built stage) adds
-# about 2 more.
+# The backward (--direction bwd, or both): a stage whose `--help` says `backward: yes`
+# runs with `--bench --bwd`, which times the forward and then the backward entry point
+# alone and writes a fwd row and a bwd row (both kept; the bwd row's FLOPs are 2.5 times
+# the forward's); a stage without a backward is not run at bwd (a line says so; with
+# both it runs its forward). The peers time SDPA's backward alone (bench/peers.py
+# --direction bwd: the forward once, then torch.autograd.grad timed).
+#
+# Expected duration on one H200. Measured: the full forward sweep with --stages
+# 02_flash1,03_flash2 (3 repeats, peers) took 3:30 (plots/data/fa3_fwd_2026-12-01_
+# nvidia-h200.meta), about 0.75 s per stage program start (CUDA context, inputs) and
+# 0.3 s per peers request besides the timed calls. Estimated from that and the measured
+# forward rates, with the backward at SDPA flash 200, cuDNN 300, mem-efficient 90
+# TFLOP/s, 0.25 s more per stage start with --bwd (dO) and 0.3 s more per peers request
+# (the forward with autograd, the graph, cuDNN's per-shape plans); the sweep prints its
+# own estimate after the first repeat:
+#   --quick                                              about 30 s
+#   --quick --direction both --stages 03_flash2          about 30 s, under a minute
+#   --direction bwd --stages 03_flash2 --head-dims 64,128 --repeats 3
+#                                                        about 3 minutes, under 4: 72
+#       stage runs and 72 peers requests; with stage 03's backward at 100 TFLOP/s or
+#       more (at 50 TFLOP/s add 15 s, at 25 TFLOP/s 40 s)
+#   the full forward sweep, --stages 02_flash1,03_flash2 about 3.5 minutes (measured);
+#       stage 01 (in the default, every built stage) adds about 2 more
+#   a backward sweep of every head_dim: 02_flash1 adds about 3.5 minutes (its backward
+#       about 2.8 times its forward's time, both timed), 01_naive about 4.
+#
 # Without --all-points, stages 01_naive and 02_flash1 are not run at seqlen >= 8192,
 # whether named in --stages or not (a line says so): 02 runs one thread block per
 # (batch, head), so the FA3 setup gives it 8 to 64 blocks for 132 SMs there and a call
@@ -26,6 +48,7 @@
 # as the full ones. Their numbers there add nothing their smaller points do not show.
 #
 # Options:
+#   --direction fwd|bwd|both  default fwd (the forward alone, as before)
 #   --stages LIST     stage ids, comma-separated (02_flash1,03_flash2); default: every
 #                     program in build/bin. A point a stage refuses (exit 2: outside its
 #                     capabilities) is skipped with a line saying so.
@@ -43,16 +66,18 @@
 #   --no-peers        stages only
 #   --python PY       the Python with PyTorch (default: $PYTHON or python3)
 #   --build DIR       the build with bin/stage_* (default: build)
-#   --out FILE        the CSV (default: plots/data/fa3_fwd_<UTC date>_<device>.csv, a
-#                     time-stamped name when that exists: one CSV per run); paths are
-#                     relative to the repository root
-#   --dtype bf16|fp16 default bf16 (the paper's forward figures are bf16)
+#   --out FILE        the CSV (default: plots/data/fa3_<tag>_<UTC date>_<device>.csv,
+#                     tag fwd, bwd or fwdbwd by --direction; a time-stamped name when
+#                     that exists: one CSV per run); paths are relative to the
+#                     repository root
+#   --dtype bf16|fp16 default bf16 (the paper's figures are bf16)
 #
 # Writes the CSV (FX_CSV_HEADER's columns, common/fx_main.h; the peers' rows in the
 # same columns with check = peer), a sidecar <csv minus .csv>.meta (versions, clocks,
-# the command, what was skipped and why) and a log of every program's output in
-# build/sweep/. Then: bench/bounds.sh CSV, bench/plot.sh CSV,
-# scripts/gen_readme_results.sh CSV (docs/benchmarks.md).
+# the command, direction=, what was skipped and why) and a log of every program's
+# output in build/sweep/. Then: bench/bounds.sh CSV, bench/plot.sh CSV,
+# scripts/gen_readme_results.sh CSV (docs/benchmarks.md); the last two take the
+# direction from the .meta.
 # Without a GPU the stages exit 77: the sweep says "no GPU: stages skipped" and still
 # runs the peers (which need PyTorch and a GPU, and say so).
 # Exit status: 0; 1 when a stage or the peers failed, or when the stages found no GPU
@@ -72,11 +97,12 @@ die() {
 # Options.
 
 stages_opt="" seqlens="512,1k,2k,4k,8k,16k" head_dims="64,128,256" causal_opt=both
-repeats=3 iters=10 warmup=3 check=0 all_points=0 peers=1
+repeats=3 iters=10 warmup=3 check=0 all_points=0 peers=1 direction=fwd
 python=${PYTHON:-python3} build=build out="" dtype=bf16
 command_line="bench/sweep.sh${*:+ $*}"
 while (($#)); do
     case $1 in
+        --direction) direction=${2:?--direction needs fwd, bwd or both}; shift ;;
         --stages) stages_opt=${2:?--stages needs a list}; shift ;;
         --seqlens) seqlens=${2:?--seqlens needs a list}; shift ;;
         --head-dims) head_dims=${2:?--head-dims needs a list}; shift ;;
@@ -103,6 +129,12 @@ is_count "$repeats" || die "--repeats must be a positive integer"
 is_count "$iters" || die "--iters must be a positive integer"
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
 [[ $dtype == bf16 || $dtype == fp16 ]] || die "--dtype must be bf16 or fp16"
+case $direction in
+    fwd) tag=fwd ;;
+    bwd) tag=bwd ;;
+    both) tag=fwdbwd ;;
+    *) die "--direction must be fwd, bwd or both" ;;
+esac
 case $causal_opt in
     0) causals=(0) ;;
     1) causals=(1) ;;
@@ -157,15 +189,32 @@ else
         "(build first: cmake -S . -B build && cmake --build build -j)"
 fi
 
+# The backward: a stage whose --help says "backward: yes" runs with --bwd at bwd and
+# both; at bwd the others are not run, at both they run their forward (noted below).
+declare -A has_bwd=()
+run_ids=() no_bwd_ids=()
+for id in "${stage_ids[@]}"; do
+    help_text=$("$build/bin/stage_$id" --help 2>&1 || true)
+    if grep -Eq '^[[:space:]]*backward:[[:space:]]*yes' <<<"$help_text"; then
+        has_bwd[$id]=1
+    elif [[ $direction != fwd ]]; then
+        no_bwd_ids+=("$id")
+        [[ $direction == bwd ]] && continue
+    fi
+    run_ids+=("$id")
+done
+
 # Stages 01 and 02 are slow at seqlen >= 8192 (header): not run there without --all-points.
 slow_from=8192
 slow_reason() {
     case $1 in
-        01_naive) echo "S (fp32) and P of every (batch, head) live in device memory, 13-52 GB at 16k, and its causal calls cost as much as the full ones: about 2.5 more minutes over 3 repeats, estimated" ;;
-        02_flash1) echo "one thread block per (batch, head): 8-64 blocks for 132 SMs at 8k-16k, up to about 2 s a call: about 5 more minutes over 3 repeats, estimated from its measured 4k rate" ;;
+        01_naive) echo "S (fp32) and P of every (batch, head) live in device memory, 13-52 GB at 16k, and its causal calls cost as much as the full ones: about 2.5 more minutes over 3 repeats, estimated${bwd_more}" ;;
+        02_flash1) echo "one thread block per (batch, head): 8-64 blocks for 132 SMs at 8k-16k, up to about 2 s a call: about 5 more minutes over 3 repeats, estimated from its measured 4k rate${bwd_more}" ;;
         *) echo "" ;;
     esac
 }
+bwd_more=""
+[[ $direction == fwd ]] || bwd_more=", for the forward; its backward adds about 2.8 times that"
 is_slow_point() { ((!all_points && $2 >= slow_from)) && [[ -n $(slow_reason "$1") ]]; }
 
 # ---------------------------------------------------------------------------------------
@@ -175,9 +224,9 @@ run_id=$(date -u +%Y%m%dT%H%M%SZ)
 run_date=$(date -u +%Y-%m-%d)
 logs=$build/sweep
 mkdir -p "$logs"
-csv_run=$logs/fa3_fwd_${run_id}_$$.csv
+csv_run=$logs/fa3_${tag}_${run_id}_$$.csv
 meta_run=${csv_run%.csv}.meta
-log=$logs/fa3_fwd_${run_id}_$$.log
+log=$logs/fa3_${tag}_${run_id}_$$.log
 : >"$log"
 
 # The header from common/fx_main.h, so that the stages and the peers append to one header.
@@ -195,6 +244,7 @@ commit=${commit:-unknown}
 
 {
     echo "command=$command_line"
+    echo "direction=$direction"
     echo "started_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "host=$(uname -n)"
     echo "commit_tree=$commit"
@@ -202,7 +252,7 @@ commit=${commit:-unknown}
     echo "repeats=$repeats"
     echo "iters=$iters"
     echo "warmup=$warmup"
-    echo "stages=${stage_ids[*]}"
+    echo "stages=${run_ids[*]}"
     if command -v nvidia-smi >/dev/null 2>&1; then
         echo "nvidia_smi=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode \
             --format=csv,noheader 2>&1 | head -n 4 | paste -sd';' -)"
@@ -264,7 +314,7 @@ ask_peers() {
             "peers: end") return 0 ;;
             "peers: error"* | "peers: bad request"*) echo "  $line"; peers_failed=1 ;;
             *skipped:*) note_once "${peer_point:+$peer_point: }${line#"${line%%[! ]*}"}" ;;
-            *TFLOP/s*) peer_cells+=" $(awk '{ for (i = 2; i <= NF; ++i) if ($i == "TFLOP/s") { printf "%s %s", $1, $(i - 1); exit } }' <<<"$line")" ;;
+            *TFLOP/s*) peer_cells+=" $(awk '{ for (i = 2; i <= NF; ++i) if ($i == "TFLOP/s") { printf "%s%s %s", $1, $2 == "bwd" ? " bwd" : "", $(i - 1); exit } }' <<<"$line")" ;;
             *"TB/s"*) peer_cells+=" $(awk '{ for (i = 2; i <= NF; ++i) if ($i == "TB/s") { printf "%s %s TB/s", $1, $(i - 1); exit } }' <<<"$line")" ;;
         esac
     done
@@ -303,15 +353,23 @@ run_stage() {
     stage_cell=""
     [[ -z ${stage_state[$id]:-} && -z ${stage_state[$id,$point]:-} ]] || return 0
     local stage_log rc
+    local -a bwd_flag=()
+    if [[ $direction != fwd && -n ${has_bwd[$id]:-} ]]; then bwd_flag=(--bwd); fi
     stage_log=$logs/stage_$$.out
     set +e
-    "$build/bin/stage_$id" "$@" --bench --csv "$csv_run" --iters "$iters" --warmup "$warmup" \
-        ${check_flag[@]+"${check_flag[@]}"} >"$stage_log" 2>&1
+    "$build/bin/stage_$id" "$@" --bench ${bwd_flag[@]+"${bwd_flag[@]}"} --csv "$csv_run" \
+        --iters "$iters" --warmup "$warmup" ${check_flag[@]+"${check_flag[@]}"} >"$stage_log" 2>&1
     rc=$?
     set -e
-    { echo "=== stage $id $* (exit $rc)"; cat "$stage_log"; } >>"$log"
+    { echo "=== stage $id $*${bwd_flag[*]:+ ${bwd_flag[*]}} (exit $rc)"; cat "$stage_log"; } >>"$log"
     case $rc in
-        0) stage_cell="$id $(awk '/time fwd:/ { for (i = 1; i <= NF; ++i) if ($i == "TFLOP/s") v = $(i - 1) } END { print v }' "$stage_log")" ;;
+        0)  # "02_flash1 9.8", at bwd "02_flash1 bwd 8.6", at both "02_flash1 9.8 bwd 8.6"
+            stage_cell=$(awk -v id="$id" -v dir="$direction" '
+                /time fwd:/ { for (i = 1; i <= NF; ++i) if ($i == "TFLOP/s") f = $(i - 1) }
+                /time bwd:/ { for (i = 1; i <= NF; ++i) if ($i == "TFLOP/s") b = $(i - 1) }
+                END { printf "%s", id; if (dir != "bwd" || b == "") printf " %s", f
+                      if (b != "") printf " bwd %s", b; printf "\n" }' "$stage_log")
+            ;;
         2)
             stage_state[$id,$point]=refused
             note_once "$id refused $point: $(grep -v '^[[:space:]]*$' "$stage_log" | tail -n 1)"
@@ -379,8 +437,8 @@ finish() {
         if [[ -z $out ]]; then
             device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next } { print $c; exit }' "$csv_run")
             slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
-            out=plots/data/fa3_fwd_${run_date}_${slug:-unknown}.csv
-            [[ ! -e $out ]] || out=plots/data/fa3_fwd_${run_id}_${slug:-unknown}.csv
+            out=plots/data/fa3_${tag}_${run_date}_${slug:-unknown}.csv
+            [[ ! -e $out ]] || out=plots/data/fa3_${tag}_${run_id}_${slug:-unknown}.csv
         fi
         mkdir -p "$(dirname "$out")"
         cp "$csv_run" "$out"
@@ -417,9 +475,21 @@ total=$((${#points[@]} * repeats))
 max_seqlen=0
 for s in "${seqlen_list[@]}"; do ((s > max_seqlen)) && max_seqlen=$s; done
 
-echo "FA3 forward sweep: ${#points[@]} points x $repeats repeats; stages: ${stage_ids[*]:-none}; $dtype;" \
+case $direction in
+    fwd) what="FA3 forward sweep" ;;
+    bwd) what="FA3 backward sweep" ;;
+    both) what="FA3 forward and backward sweep" ;;
+esac
+echo "$what: ${#points[@]} points x $repeats repeats; stages: ${run_ids[*]:-none}; $dtype;" \
     "--iters $iters --warmup $warmup${check_flag[*]:+ --check}"
-for id in "${stage_ids[@]}"; do
+for id in ${no_bwd_ids[@]+"${no_bwd_ids[@]}"}; do
+    if [[ $direction == bwd ]]; then
+        note_once "$id has no backward (its --help: backward: no): not run at bwd"
+    else
+        note_once "$id has no backward (its --help: backward: no): its forward only"
+    fi
+done
+for id in ${run_ids[@]+"${run_ids[@]}"}; do
     if ((!all_points)) && [[ -n $(slow_reason "$id") ]] && ((max_seqlen >= slow_from)); then
         note_once "$id not run at seqlen >= $slow_from ($(slow_reason "$id"); --all-points runs it)"
     fi
@@ -429,6 +499,8 @@ echo "peers: $peers_line"
 echo "peers=$peers_line" >>"$meta_run"
 echo "log: $log"
 
+peer_dir=()
+[[ $direction == fwd ]] || peer_dir=(--direction "$direction")
 t0=$(date +%s)
 i=0
 trap 'echo; echo "sweep.sh: interrupted"; finish 1' INT TERM
@@ -442,7 +514,7 @@ for ((r = 1; r <= repeats; ++r)); do
         echo "[repeat $r/$repeats, $(fmt_time $(($(date +%s) - t0)))] reference:${peer_cells:- none}"
     fi
     # The runners of a point, rotated by the repeat so no runner is always first.
-    runners=("${stage_ids[@]}" peers)
+    runners=(${run_ids[@]+"${run_ids[@]}"} peers)
     n=${#runners[@]}
     for p in "${points[@]}"; do
         read -r d c s <<<"$p"
@@ -457,7 +529,8 @@ for ((r = 1; r <= repeats; ++r)); do
             if [[ $who == peers ]]; then
                 peer_point="hd $d causal $c seqlen $s"
                 ask_peers --batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d" --causal "$c" \
-                    --dtype "$dtype" --iters "$iters" --warmup "$warmup" --csv "$csv_run" --commit "$commit"
+                    --dtype "$dtype" --iters "$iters" --warmup "$warmup" --csv "$csv_run" --commit "$commit" \
+                    ${peer_dir[@]+"${peer_dir[@]}"}
                 cells+=$peer_cells
             elif is_slow_point "$who" "$s"; then
                 continue
@@ -467,9 +540,9 @@ for ((r = 1; r <= repeats; ++r)); do
             fi
         done
         # Every stage said "no GPU" at the first point: say it once, plainly.
-        if ((i == 1 && ${#stage_ids[@]})); then
+        if ((i == 1 && ${#run_ids[@]})); then
             all_nogpu=1
-            for id in "${stage_ids[@]}"; do
+            for id in "${run_ids[@]}"; do
                 [[ ${stage_state[$id]:-} == *nogpu ]] || all_nogpu=0
             done
             if ((all_nogpu)); then

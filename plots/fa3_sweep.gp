@@ -1,29 +1,47 @@
-# fa3_sweep.gp — one figure of the FA3 paper's forward sweep, in the manner of the
-# paper's bar charts: for one (head_dim, causal), TFLOP/s over seqlen, the stages and the
-# peers (PyTorch SDPA backends) side by side, from a CSV written by bench/sweep.sh.
+# fa3_sweep.gp — one figure of the FA3 paper's sweep, forward or backward, in the manner
+# of the paper's bar charts: for one (direction, head_dim, causal), TFLOP/s over seqlen,
+# the stages and the peers (PyTorch SDPA backends) side by side, from a CSV written by
+# bench/sweep.sh.
 #
-# Regenerate (from the repository root; bench/plot.sh CSV renders all six):
-#   gnuplot -c plots/fa3_sweep.gp plots/data/fa3_fwd_<UTC date>_<device>.csv HEAD_DIM CAUSAL [OUT]
+# Regenerate (from the repository root; bench/plot.sh CSV renders them all):
+#   gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL [OUT]            (forward)
+#   gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL fwd|bwd [OUT]
 #   e.g. gnuplot -c plots/fa3_sweep.gp plots/data/fa3_fwd_2026-12-01_nvidia-h200.csv 128 0
-# Writes OUT.png and OUT.svg (OUT: plots/fa3_fwd_hd<HEAD_DIM>_<causal|noncausal>).
+#        gnuplot -c plots/fa3_sweep.gp plots/data/fa3_bwd_<UTC date>_<device>.csv 128 0 bwd
+# Writes OUT.png and OUT.svg (OUT: plots/fa3_<fwd|bwd>_hd<HEAD_DIM>_<causal|noncausal>),
+# from the CSV's rows of that direction (a backward row times the backward alone; its
+# FLOPs are 2.5 times the forward's).
 #
 # Bars: the median over the repeats of each runner's per-repeat median; whiskers: the
 # lowest and highest repeat. Lines: the dense bf16 tensor-core peak at the highest SM
 # clock the run recorded (SMs × 4096 FLOP per clock × clock on Hopper, 2048 on A100),
 # the exp unit's bound where it is that low (head_dim 64: 16 exponentials per SM per
-# clock, one per unmasked pair, each pair worth 4·head_dim FLOPs), and the bf16
+# clock, one per unmasked pair, each pair worth 4·head_dim FLOPs, 2.5 times that in the
+# backward, so there it lies above the peak and is not drawn), and the bf16
 # torch.matmul 8192³ measured in the same run (a reference, not a ceiling). The command
 # that regenerates the figure is printed at its foot.
 
 if (ARGC < 3) {
-    print "usage: gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL [OUT]"
+    print "usage: gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL [fwd|bwd] [OUT]"
     exit status 2
 }
 csv = ARG1
 hd = int(ARG2)
 causal = int(ARG3)
 cname = causal ? "causal" : "noncausal"
-out = (ARGC >= 4) ? ARG4 : sprintf("plots/fa3_fwd_hd%d_%s", hd, cname)
+# The fourth argument: the direction (fwd, bwd), then OUT; or OUT (the forward).
+dir = "fwd"
+out = ""
+if (ARGC >= 4) {
+    if (ARG4 eq "fwd" || ARG4 eq "bwd") {
+        dir = ARG4
+        if (ARGC >= 5) { out = ARG5 }
+    } else {
+        out = ARG4
+    }
+}
+if (out eq "") { out = sprintf("plots/fa3_%s_hd%d_%s", dir, hd, cname) }
+bwd = dir eq "bwd"
 
 # awk programs over the CSV (no single quotes inside: the shell wraps them in some).
 # The columns are named by the header (FX_CSV_HEADER, common/fx_main.h).
@@ -33,7 +51,7 @@ cols = 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next } ' . \
   'return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 } ' . \
   'function lo(list,    n, v, i, m) { n = split(list, v, " "); m = v[1]; for (i = 2; i <= n; ++i) if (v[i] + 0 < m + 0) m = v[i]; return m } ' . \
   'function hi(list,    n, v, i, m) { n = split(list, v, " "); m = v[1]; for (i = 2; i <= n; ++i) if (v[i] + 0 > m + 0) m = v[i]; return m } ' . \
-  sprintf('function mine() { return $c["direction"] == "fwd" && $c["head_dim"] == %d && $c["causal"] == %d } ', hd, causal) . \
+  sprintf('function mine() { return $c["direction"] == "%s" && $c["head_dim"] == %d && $c["causal"] == %d } ', dir, hd, causal) . \
   'function rank(s) { if (s == "sdpa_flash") return "1 1"; if (s == "sdpa_cudnn") return "1 2"; ' . \
   'if (s == "sdpa_efficient") return "1 3"; return (s ~ /^[0-9]/ ? "0 " : "2 ") s } ' . \
   'function order_series(    i, j, t) { for (i = 1; i <= ns; ++i) key[i] = rank(names[i]) " " names[i]; ' . \
@@ -59,7 +77,7 @@ title_prog = cols . \
   'mine() { reps[$c["stage"], $c["seqlen_q"]]++; if (reps[$c["stage"], $c["seqlen_q"]] > nrep) nrep = reps[$c["stage"], $c["seqlen_q"]]; ' . \
   'h = $c["heads_q"]; dt = $c["dtype"] } ' . \
   'END { clk = hi_c == 0 ? "SM clock not read" : (lo_c == hi_c ? sprintf("SM %d MHz", hi_c) : sprintf("SM %d-%d MHz", lo_c, hi_c)); ' . \
-  'printf "FA3 forward, head_dim %d, %s, %s, heads %s, batch x seqlen = 16384 - %s (%s SMs, %s), %s%s, commit %s\n", ' . \
+  sprintf('printf "FA3 %s, head_dim %%d, %%s, %%s, heads %%s, batch x seqlen = 16384 - %%s (%%s SMs, %%s), %%s%%s, commit %%s\n", ', bwd ? "backward (timed alone)" : "forward") . \
   sprintf('%d, "%s", ', hd, causal ? "causal" : "non-causal") . \
   'dt, h, dev, sms, clk, first, last != first ? " to " last : "", commits == "" ? "-" : commits; ' . \
   'printf "bars: median of %d repeat%s (each the median of its timed calls); whiskers: lowest and highest repeat", nrep, nrep == 1 ? "" : "s" }'
@@ -69,14 +87,14 @@ lines_prog = cols . \
   '{ if ($c["sm_clock_mhz"] + 0 > mhz) mhz = $c["sm_clock_mhz"] + 0; dev = $c["device"]; sms = $c["sm_count"] } ' . \
   '$c["stage"] == "torch_matmul" { g = g " " $c["tflops"] } ' . \
   'END { f = dev ~ /H100|H200|H800|GH200/ ? 4096 : dev ~ /A100|A800|A30/ ? 2048 : 0; ' . \
-  sprintf('printf "%%.1f %%.1f %%.1f", sms * f * mhz * 1e6 / 1e12, f ? sms * 16 * mhz * 1e6 * 4 * %d / 1e12 : 0, ', hd) . \
+  sprintf('printf "%%.1f %%.1f %%.1f", sms * f * mhz * 1e6 / 1e12, f ? sms * 16 * mhz * 1e6 * 4 * %d * %s / 1e12 : 0, ', hd, bwd ? "2.5" : "1") . \
   'g == "" ? 0 : median(g) }'
 
 awk(prog) = "awk -F, '" . prog . "' '" . csv . "'"
 series = system(awk(series_prog))
 n = words(series)
 if (n == 0) {
-    print sprintf("fa3_sweep.gp: no forward rows with head_dim %d, causal %d in %s", hd, causal, csv)
+    print sprintf("fa3_sweep.gp: no %s rows with head_dim %d, causal %d in %s", bwd ? "backward" : "forward", hd, causal, csv)
     exit status 1
 }
 data = "< " . awk(table_prog)
@@ -85,7 +103,7 @@ lines = system(awk(lines_prog))
 peak = real(word(lines, 1))
 exp_bound = real(word(lines, 2))
 gemm = real(word(lines, 3))
-regen = sprintf("gnuplot -c plots/fa3_sweep.gp %s %d %d", csv, hd, causal)
+regen = sprintf("gnuplot -c plots/fa3_sweep.gp %s %d %d%s", csv, hd, causal, bwd ? " bwd" : "")
 
 # Colours: the stages in blues then greens (stage 01 lightest), the peers in oranges and grey.
 stage_colors = "#c6dbef #9ecae1 #4292c6 #08519c #08306b #a1d99b #74c476 #41ab5d #238b45 #00441b"
@@ -109,7 +127,11 @@ if (gemm > top) { top = gemm }
 if (exp_bound > 0 && exp_bound < 1.3 * peak && exp_bound > top) { top = exp_bound }
 
 set title title_text noenhanced font ",11"
-set ylabel "TFLOP/s (FA3 convention: 4·batch·heads·head_dim·unmasked pairs / time)" noenhanced
+if (bwd) {
+    set ylabel "TFLOP/s (FA3 convention: 2.5 · 4·batch·heads·head_dim·unmasked pairs / time)" noenhanced
+} else {
+    set ylabel "TFLOP/s (FA3 convention: 4·batch·heads·head_dim·unmasked pairs / time)" noenhanced
+}
 set xlabel "seqlen (batch = 16384 / seqlen)"
 set yrange [0 : top * 1.15]
 set grid ytics

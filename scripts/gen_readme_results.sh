@@ -1,37 +1,90 @@
 #!/usr/bin/env bash
-# gen_readme_results.sh — regenerates README.md's results table from a forward sweep CSV
+# gen_readme_results.sh — regenerates README.md's results tables from a sweep CSV
 # (bench/sweep.sh), never by hand (STYLE.md).
 #
-#   scripts/gen_readme_results.sh plots/data/fa3_fwd_<UTC date>_<device>.csv [README.md]
+#   scripts/gen_readme_results.sh SWEEP.csv [README.md] [--direction fwd|bwd|both]
 #
-# Rewrites what lies between `<!-- results:begin -->` and `<!-- results:end -->`: above
-# the table the GPU, its SM count, the range of SM clocks the rows recorded, the dates,
-# the commits, the peers' versions (from the sidecar <csv minus .csv>.meta that the sweep
-# wrote) and the reference lines measured in the same run (torch.matmul, copy
-# bandwidth), and the command that regenerated it; then one row per (head_dim, causal,
+# The forward table lies between `<!-- results:begin -->` and `<!-- results:end -->`,
+# the backward one between `<!-- results-bwd:begin -->` and `<!-- results-bwd:end -->`;
+# each is rewritten from the CSV's rows of its direction, and only the tables of the
+# direction asked for are touched: --direction, else the sweep's (the `direction=` line
+# of the sidecar .meta), else every direction with rows in the CSV. So a backward
+# sweep's CSV (whose stages also wrote forward rows) leaves the forward table alone.
+# A README without the markers of a direction asked for is an error (exit 1), and
+# nothing is written.
+#
+# Each table: above it the GPU, its SM count, the range of SM clocks the rows recorded,
+# the dates, the commits, the peers' versions (from the sidecar <csv minus .csv>.meta
+# that the sweep wrote) and the reference lines measured in the same run (torch.matmul,
+# copy bandwidth), and the command that regenerated it; then one row per (head_dim, causal,
 # seqlen) with, for each stage and peer, the median TFLOP/s over the repeats and the
 # spread between them (highest minus lowest repeat), and the best stage's share of the
-# tensor-core peak at its own SM clock (bench/bounds.sh). Needs no GPU.
+# tensor-core peak at its own SM clock (bench/bounds.sh). The backward table times the
+# backward alone (FLOPs 2.5 times the forward's) and adds a column: the fastest stage's
+# median over SDPA flash's (the FA2 backward) at that point. Needs no GPU.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-case ${1:-} in
-    "" | -h | --help)
-        sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
-        [[ -n ${1:-} ]] && exit 0
-        exit 2
+usage() {
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+}
+die() {
+    echo "gen_readme_results.sh: $*" >&2
+    exit 2
+}
+csv="" readme="" direction="" dir_given=0
+while (($#)); do
+    case $1 in
+        -h | --help) usage; exit 0 ;;
+        --direction) direction=${2:?--direction needs fwd, bwd or both}; dir_given=1; shift ;;
+        -*) die "unknown option '$1' (scripts/gen_readme_results.sh --help)" ;;
+        *)
+            if [[ -z $csv ]]; then csv=$1
+            elif [[ -z $readme ]]; then readme=$1
+            else die "one CSV and one README"
+            fi
+            ;;
+    esac
+    shift
+done
+[[ -n $csv ]] || { usage >&2; exit 2; }
+readme=${readme:-README.md}
+case $direction in
+    "" | fwd | bwd | both) ;;
+    *) die "--direction must be fwd, bwd or both" ;;
+esac
+[[ -r $csv ]] || die "cannot read $csv"
+head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header (FX_CSV_HEADER)"
+meta=${csv%.csv}.meta
+
+# The directions: --direction, the sweep's, or those with rows.
+if [[ -z $direction && -r $meta ]]; then
+    direction=$(sed -n 's/^direction=//p' "$meta" | head -n 1)
+fi
+case $direction in
+    fwd) dirs=(fwd) ;;
+    bwd) dirs=(bwd) ;;
+    both) dirs=(fwd bwd) ;;
+    *)
+        read -r -a dirs <<<"$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+            $c["direction"] == "fwd" { f = 1 } $c["direction"] == "bwd" { b = 1 }
+            END { print (f ? "fwd " : "") (b ? "bwd" : "") }' "$csv")"
         ;;
 esac
-csv=$1
-readme=${2:-README.md}
-[[ -r $csv ]] || { echo "gen_readme_results.sh: cannot read $csv" >&2; exit 2; }
-head -n 1 "$csv" | grep -q '^stage,direction,' ||
-    { echo "gen_readme_results.sh: $csv has no sweep header (FX_CSV_HEADER)" >&2; exit 2; }
-if ! grep -q '<!-- results:begin -->' "$readme" || ! grep -q '<!-- results:end -->' "$readme"; then
-    echo "gen_readme_results.sh: $readme has no <!-- results:begin/end --> markers" >&2
-    exit 1
-fi
-meta=${csv%.csv}.meta
+((${#dirs[@]})) || { echo "gen_readme_results.sh: no fwd or bwd rows in $csv" >&2; exit 1; }
+marker() { [[ $1 == fwd ]] && echo results || echo results-bwd; }
+for dir in "${dirs[@]}"; do
+    m=$(marker "$dir")
+    if ! grep -q "<!-- $m:begin -->" "$readme" || ! grep -q "<!-- $m:end -->" "$readme"; then
+        echo "gen_readme_results.sh: $readme has no <!-- $m:begin/end --> markers" \
+            "(the $([[ $dir == fwd ]] && echo forward || echo backward) table goes between" \
+            "<!-- $m:begin --> and <!-- $m:end -->, each on a line of its own)" >&2
+        exit 1
+    fi
+done
+# The command that regenerates a table: the plain one, unless --direction was needed.
+regen_opt=""
+((dir_given)) && regen_opt=" --direction $direction"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -52,12 +105,16 @@ elif [[ -r $meta ]] && grep -q '^peers=' "$meta"; then
 else
     versions="not recorded (no $meta beside the CSV)"
 fi
-slow_note=""
+slow_note="" bwd_note=""
 if [[ -r $meta ]]; then
     slow_note=$(awk '/^note=.* not run at seqlen / { sub(/^note=/, ""); printf "%s%s", n++ ? "; " : "", $0 }' "$meta")
+    bwd_note=$(awk '/^note=.* has no backward / { sub(/^note=/, ""); printf "%s%s", n++ ? "; " : "", $0 }' "$meta")
 fi
 
-awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" '
+# One table: table DIR FILE.
+table() {
+awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" -v dir="$1" \
+    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" '
 function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
     for (i = 2; i <= n; ++i)
@@ -91,7 +148,7 @@ NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
     if ($c["check"] != "peer" && !($c["commit"] in cm)) { cm[$c["commit"]] = 1; commits = commits (commits == "" ? "" : ", ") "`" $c["commit"] "`" }
     if ($c["check"] == "peer" && !($c["commit"] in pcm)) { pcm[$c["commit"]] = 1; pcommits = pcommits (pcommits == "" ? "" : ", ") "`" $c["commit"] "`" }
     if ($c["direction"] == "ref") { ref[s] = ref[s] " " $c["tflops"]; next }
-    if ($c["direction"] != "fwd") next
+    if ($c["direction"] != dir) next
     if (!(s in ss)) { ss[s] = 1; names[++ns] = s; key[ns] = rank(s) " " s }
     p = $c["head_dim"] SUBSEP $c["causal"] SUBSEP $c["seqlen_q"]
     if (!(p in ps)) { ps[p] = 1; hds[$c["head_dim"]] = 1; lens[$c["seqlen_q"]] = 1; cs[$c["causal"]] = 1 }
@@ -106,7 +163,12 @@ END {
     nh = 0; for (h in hds) hd[++nh] = h; sortnum(hd, nh)
     nl = 0; for (l in lens) ln[++nl] = l; sortnum(ln, nl)
     clk = hi_c == 0 ? "SM clock not recorded" : (lo_c == hi_c ? sprintf("SM clock %d MHz", hi_c) : sprintf("SM clock %d–%d MHz", lo_c, hi_c))
-    printf "<!-- generated by scripts/gen_readme_results.sh %s: edit the CSV, not this table -->\n", csv
+    bwd = dir == "bwd"
+    printf "<!-- generated by scripts/gen_readme_results.sh %s%s: edit the CSV, not this table -->\n", csv, regen_opt
+    if (bwd) {
+        printf "The FlashAttention-3 paper'"'"'s setup for the backward (%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
+        printf "the backward timed alone (the stage programs'"'"' `--bench --bwd`; the peers'"'"' `torch.autograd.grad` after one untimed forward), "
+    } else
     printf "The FlashAttention-3 paper'"'"'s forward setup (%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
     printf "measured on one **%s** (%s SMs; %s during the timed calls, where the paper fixed 1830 MHz), ", dev, sms, clk
     printf "%s%s", first, last != first ? " to " last : ""
@@ -120,7 +182,8 @@ END {
         if ("copy_bw" in ref) printf " device-to-device copy %.2f TB/s (read + written).", median(ref["copy_bw"])
     }
     printf "\n\n"
-    printf "TFLOP/s by the FA3 convention (4·batch·heads·head_dim·unmasked pairs over the time). "
+    if (bwd) printf "TFLOP/s by the FA3 convention for the backward (2.5·4·batch·heads·head_dim·unmasked pairs over the time: five GEMMs to the forward'"'"'s two). "
+    else printf "TFLOP/s by the FA3 convention (4·batch·heads·head_dim·unmasked pairs over the time). "
     if (nrep > 1) {
         printf "Each cell: the median over %d repeats of each repeat'"'"'s median timed call, ", nrep
         printf "and in brackets the spread between repeats (highest − lowest); "
@@ -130,13 +193,22 @@ END {
     }
     printf "— : not measured (not run, refused by the stage'"'"'s capabilities, or declined by the peer'"'"'s backend; the CSV'"'"'s .meta says which)"
     if (slow_note != "") printf "; %s", slow_note
+    if (bwd && bwd_note != "") printf "; %s", bwd_note
+    if (bwd) {
+        ratio = ("sdpa_flash" in ss)
+        printf ". The last column%s: the fastest stage and its share of the dense bf16 tensor-core peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too)", ratio ? "s" : ""
+        if (ratio) printf ", and its median over SDPA flash'"'"'s (the FA2 backward) at that point"
+        printf ". "
+    } else
     printf ". The last column: the fastest stage and its share of the dense bf16 tensor-core peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too). "
-    printf "Figures: `bench/plot.sh %s`. Regenerate this table: `scripts/gen_readme_results.sh %s`.\n\n", csv, csv
+    printf "Figures: `bench/plot.sh %s`. Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, csv, regen_opt
     printf "| head_dim | causal | seqlen |"
     for (i = 1; i <= ns; ++i) printf " %s |", pretty(names[i])
-    printf " fastest stage, %% of tensor-core peak |\n|---|---|---|"
+    printf " fastest stage, %% of tensor-core peak |"
+    if (ratio) printf " fastest stage ÷ SDPA flash |"
+    printf "\n|---|---|---|"
     for (i = 1; i <= ns; ++i) printf "---|"
-    printf "---|\n"
+    printf "---|%s\n", ratio ? "---|" : ""
     for (a = 1; a <= nh; ++a) for (cz = 0; cz <= 1; ++cz) for (b = 1; b <= nl; ++b) {
         p = hd[a] SUBSEP cz SUBSEP ln[b]
         if (!(p in ps)) continue
@@ -151,20 +223,36 @@ END {
             else printf " %s |", num(med)
             if (s ~ /^[0-9]/ && med > best_v) { best_v = med; best = s }
         }
-        if (best == "") printf " — |\n"
-        else if ((best, p) in pt) printf " %s: %.1f %% |\n", best, median(pt[best, p])
-        else printf " %s: ? (no clock or unknown GPU) |\n", best
+        if (best == "") printf " — |"
+        else if ((best, p) in pt) printf " %s: %.1f %% |", best, median(pt[best, p])
+        else printf " %s: ? (no clock or unknown GPU) |", best
+        if (ratio) {
+            if (best == "" || !(("sdpa_flash", p) in v)) printf " — |"
+            else printf " %.2f |", best_v / median(v["sdpa_flash", p])
+        }
+        printf "\n"
     }
-}' "$tmp/bounds.csv" >"$tmp/table"
+}' "$tmp/bounds.csv" >"$2"
+}
 
-awk -v table="$tmp/table" '
-    /<!-- results:begin -->/ { print; while ((getline l < table) > 0) print l; skip = 1; next }
-    /<!-- results:end -->/ { skip = 0 }
-    !skip { print }' "$readme" >"$tmp/readme"
+# Each table between its markers; README.md is written once, when something changed.
+cp "$readme" "$tmp/readme"
+for dir in "${dirs[@]}"; do
+    m=$(marker "$dir")
+    table "$dir" "$tmp/table"
+    awk -v table="$tmp/table" -v begin="<!-- $m:begin -->" -v end="<!-- $m:end -->" '
+        index($0, begin) { print; while ((getline l < table) > 0) print l; close(table); skip = 1; next }
+        index($0, end) { skip = 0 }
+        !skip { print }' "$tmp/readme" >"$tmp/readme.new"
+    mv "$tmp/readme.new" "$tmp/readme"
+done
 
+what="results table"
+((${#dirs[@]} == 1)) || what="results tables"
+[[ ${dirs[*]} == bwd ]] && what="backward results table"
 if cmp -s "$tmp/readme" "$readme"; then
-    echo "$readme: results table up to date"
+    echo "$readme: $what up to date"
 else
     cp "$tmp/readme" "$readme"
-    echo "$readme: results table rewritten from $csv"
+    echo "$readme: $what rewritten from $csv"
 fi
