@@ -20,8 +20,9 @@
  * CUDA cores), so the only idea of this stage is where the data lives: S and P hold
  * batch·heads_q·seqlen_q·seqlen_k elements each, written to HBM and read back. That
  * quadratic memory and traffic is what FlashAttention removes (stage 02).
- * Measured on an H200 (bf16, batch 4, seqlen 4096, 16 heads of 128): forward 93.5 ms,
- * backward 232 ms, 5.9 TFLOP/s each, the baseline of every later stage's gain.
+ * Measured on an H200 (bf16, batch 4, seqlen 4096, 16 heads of 128): forward 93.5 ms
+ * (plots/data/ladder_default_2026-12-01_nvidia-h200.csv), backward 232 ms (an earlier
+ * run the same day), 5.9 TFLOP/s each, the baseline of every later stage's gain.
  *
  * Layouts (fx_problem.h): Q, O, dO, dQ [batch, seqlen_q, heads_q, head_dim];
  * K, V, dK, dV [batch, seqlen_k, heads_kv, head_dim]; element strides from

@@ -20,7 +20,8 @@
  * fixed order (deterministic) and dQ's read-modify-write has a single writer.
  *
  * Measured (H200, SM 1980 MHz, batch 4, seqlen 4096, heads 16, head_dim 128, bf16):
- * forward 57.4 ms (9.6 TFLOP/s), backward 160 ms (8.6 TFLOP/s). batch·heads = 64
+ * forward 57.6 ms (9.5 TFLOP/s; plots/data/ladder_default_2026-12-01_nvidia-h200.csv),
+ * backward 160 ms (8.6 TFLOP/s, an earlier run the same day). batch·heads = 64
  * blocks leave 68 of the 132 SMs idle, and those 64 SMs' fp32 peak is ~32 TFLOP/s;
  * with 32 heads of 64 (128 blocks) the forward reaches 23.3 TFLOP/s.
  *
