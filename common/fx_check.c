@@ -92,7 +92,8 @@ static bool clean(fx_err e)
 
 bool fx_pass(fx_err stage, fx_err emu, fx_dtype dt, double *bound)
 {
-    double b = FX_PASS_FACTOR * emu.max_abs + fx_slack(dt, fmax(stage.ref_max, emu.ref_max));
+    double b = FX_PASS_FACTOR * emu.max_abs +
+               fmax(fx_slack(dt, fmax(stage.ref_max, emu.ref_max)), FX_ACCUM_SLACK);
     if (bound)
         *bound = b;
     return clean(stage) && clean(emu) && stage.max_abs <= b;

@@ -155,4 +155,18 @@ static __device__ __forceinline__ uint32_t fx_pack_f16x2(float lo, float hi)
     return d;
 }
 
+/* ---------------------------------------------------------------------------------
+ * Atomic reduction in global memory
+ * ------------------------------------------------------------------------------ */
+
+/* red.global.add.f32 [addr], x;  *addr += x atomically, performed in L2, no value returned
+ * (PTX ISA §9.7.12.7 "Parallel Synchronization and Communication Instructions: red").
+ * The stage 03 backward accumulates dQ with it: CTAs that own different K/V blocks add
+ * their partial dS·K into one fp32 dQaccum. Unlike atom, red gives nothing back, so the
+ * thread does not wait for the L2 round trip. */
+static __device__ __forceinline__ void fx_red_add_f32(float *addr, float x)
+{
+    asm volatile("red.global.add.f32 [%0], %1;\n" :: "l"(addr), "f"(x) : "memory");
+}
+
 #endif

@@ -1,7 +1,8 @@
 /*
  * stage.c — the descriptor of stage 03 (FlashAttention-2): what it can do, how to run it.
  *
- * The kernels and their launcher are in flash2_fwd.cu. This file tells the harness the
+ * The forward's kernels and launcher are in flash2_fwd.cu, the backward's in flash2_bwd.cu,
+ * the CPU model in flash2_model.c. This file tells the harness the
  * capabilities and refuses, naming the limit, a problem the launch itself could not run:
  * a grid dimension past the hardware's, or a tile that needs more shared memory per
  * block than this GPU has.
@@ -10,18 +11,28 @@
 
 #include <cuda_runtime_api.h>
 
+#include "flash2_model.h"
 #include "fx_stage.h"
 
-/* flash2_fwd.cu (extern "C"). */
+/* flash2_fwd.cu and flash2_bwd.cu (extern "C"). */
 cudaError_t fx_flash2_forward(const fx_fwd_args *a);
 size_t fx_flash2_fwd_smem_bytes(int head_dim);
+cudaError_t fx_flash2_backward(const fx_bwd_args *a);
+size_t fx_flash2_bwd_smem_bytes(int head_dim);
+size_t fx_flash2_bwd_workspace_bytes(const fx_problem *p);
+
+/* The forward needs no workspace; the backward an fp32 dQaccum and the padded fp32
+ * LSE_log2 and D (flash2_bwd.cu). */
+static size_t flash2_workspace_bytes(const fx_problem *p, bool backward)
+{
+    return backward ? fx_flash2_bwd_workspace_bytes(p) : 0;
+}
 
 /* The grid is (query blocks, heads_q, batch); gridDim.y and gridDim.z stop at 65535. */
 #define FLASH2_MAX_GRID_YZ 65535
 
 static int flash2_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
-    (void)backward;
     if (p->heads_q > FLASH2_MAX_GRID_YZ || p->batch > FLASH2_MAX_GRID_YZ) {
         snprintf(why, why_len,
                  "03_flash2 runs one CTA per (query block, head, batch): heads_q (%d) and "
@@ -45,28 +56,40 @@ static int flash2_check_problem(const fx_problem *p, bool backward, char *why, s
                  p->head_dim, needed, smem_optin);
         return 2;
     }
+    const size_t needed_bwd = backward ? fx_flash2_bwd_smem_bytes(p->head_dim) : 0;
+    if (needed_bwd > (size_t)smem_optin) {
+        snprintf(why, why_len,
+                 "03_flash2's backward at head_dim %d keeps K, V, two stages of Q and dO, P and "
+                 "dS in shared memory: %zu bytes per block, this GPU allows %d",
+                 p->head_dim, needed_bwd, smem_optin);
+        return 2;
+    }
     return 0;
 }
 
 const fx_stage fx_stage_03_flash2 = {
     .id = "03_flash2",
     .summary = "FlashAttention-2: one CTA per Q block with the K/V loop inside, split-Q warps, "
-               "deferred 1/l, LSE; mma.sync + ldmatrix + cp.async; causal early exit",
+               "deferred 1/l, LSE; mma.sync + ldmatrix + cp.async; causal early exit; KV-parallel "
+               "backward with dQ by fp32 atomics",
     .caps = {
         .head_dims = {64, 96, 128, 256},  /* one tile configuration per head_dim */
         .n_head_dims = 4,
         .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
         .causal = true,
         .gqa = true,
-        .backward = false,
+        .backward = true,
+        .deterministic_backward = false, /* dQ accumulates by fp32 atomics across CTAs */
         .min_sm = 80,
         .sm90a_only = false,
         .limits = "heads_q and batch at most 65535 (grid); head_dim 256 needs 192 KiB of "
-                  "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB",
+                  "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
+                  "backward needs 101, 115, 117 and 139 KiB at head_dim 64, 96, 128, 256 "
+                  "(A100 and Hopper)",
     },
-    .workspace_bytes = NULL,
+    .workspace_bytes = flash2_workspace_bytes,
     .check_problem = flash2_check_problem,
     .forward = fx_flash2_forward,
-    .backward = NULL,
-    .cpu_model = NULL,
+    .backward = fx_flash2_backward,
+    .cpu_model = &fx_flash2_cpu_model,
 };

@@ -127,7 +127,8 @@ START_TEST(a_stage_equal_to_the_emulation_passes)
             fx_err stage = fx_compare_f64(o.emu, o.ref, o.n);
             double bound = -1.0;
             ck_assert(fx_pass(stage, emu, (fx_dtype)dt, &bound));
-            ck_assert_double_eq(bound, FX_PASS_FACTOR * emu.max_abs + fx_slack((fx_dtype)dt, emu.ref_max));
+            ck_assert_double_eq(bound, FX_PASS_FACTOR * emu.max_abs +
+                                           fmax(fx_slack((fx_dtype)dt, emu.ref_max), FX_ACCUM_SLACK));
             release(&o);
 
             case_data lse = compute(small_problem((fx_dtype)dt, FX_DIST_NORMAL, 64, 96, causal), WHICH_LSE);
@@ -243,6 +244,19 @@ END_TEST
 
 /* ---- slack and metrics --------------------------------------------------------------- */
 
+/* Where the exact value is 0, the bound is the fp32-accumulation floor, not a subnormal
+ * step: a residue of 3e-6 passes, one of 1e-4 does not. */
+START_TEST(an_exact_zero_is_held_to_the_accumulation_floor)
+{
+    const float zero_ref[2] = {0.0f, 0.0f}, residue[2] = {3e-6f, -2e-6f}, big[2] = {1e-4f, 0.0f};
+    fx_err emu = fx_compare_f32(zero_ref, zero_ref, 2);
+    double bound = -1.0;
+    ck_assert(fx_pass(fx_compare_f32(residue, zero_ref, 2), emu, FX_BF16, &bound));
+    ck_assert_double_eq(bound, FX_ACCUM_SLACK);
+    ck_assert(!fx_pass(fx_compare_f32(big, zero_ref, 2), emu, FX_FP16, NULL));
+}
+END_TEST
+
 START_TEST(slack_is_one_ulp_of_the_dtype_at_ref_max)
 {
     /* bf16 keeps 7 mantissa bits: ulp(x) = 2^(floor(log2 x) - 7). */
@@ -339,6 +353,7 @@ static Suite *check_suite(void)
 
     TCase *metrics = tcase_create("slack_and_metrics");
     tcase_add_test(metrics, slack_is_one_ulp_of_the_dtype_at_ref_max);
+    tcase_add_test(metrics, an_exact_zero_is_held_to_the_accumulation_floor);
     tcase_add_test(metrics, lse_slack_is_relative_beyond_one);
     tcase_add_test(metrics, metrics_follow_their_definitions);
     suite_add_tcase(s, metrics);

@@ -1,0 +1,956 @@
+/*
+ * flash2_bwd.cu — stage 03: the FlashAttention-2 backward on tensor cores.
+ *
+ * Over stage 02's backward (FA1 Algorithm 4 on fp32 CUDA cores) this keeps FA2's
+ * K/V-parallel decomposition (Dao 2023, Algorithm 2 and §3.2): one CTA owns a block of
+ * kBlockN keys of one (batch, kv head), holds K_j and V_j in shared memory and dK_j, dV_j
+ * in registers for its whole life, and streams past them every Q block that sees one of
+ * its keys (causal: only the blocks at or below the diagonal, a trapezoid). Per Q block it
+ * recomputes P from the stored LSE — no softmax statistics are rebuilt — and runs the five
+ * GEMMs of the backward on mma.sync m16n8k16:
+ *     Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ                     (phase A, k = head_dim)
+ *     Pᵀ = exp2(Sᵀ·scale·log2e − LSE_log2), dSᵀ = Pᵀ∘(dPᵀ − D)
+ *     dV += Pᵀ·dO, dK += dSᵀ·Q                   (phase B, k = kBlockM)
+ *     dQaccum += dS·K                            (phase C, k = kBlockN, fp32 atomics)
+ * dQ of a query row sums over every key block, i.e. over many CTAs: they add their
+ * partial products into an fp32 dQaccum with red.global.add.f32, and a postprocess kernel
+ * scales and converts it. A preprocess kernel computes D = rowsum(dO∘O), LSE in log2 units
+ * and zeroes dQaccum.
+ *
+ * Measured on an H200 (bf16, 1980 MHz, beside PyTorch 2.11's SDPA flash backend in the same
+ * run): batch 4, seqlen 4096, 16 heads, head_dim 128: 174 TFLOP/s (causal 155), 0.60× the
+ * FlashAttention-2 backend's 290 (259); batch 8, seqlen 2048, 32 heads, head_dim 64: 148
+ * (127), 0.59× its 252 (211). Backward FLOPs are 2.5× the forward's.
+ *
+ * Sources: Tri Dao, "FlashAttention-2" (2023), Algorithm 2, §3.1-3.2; PTX ISA "mma"
+ * (m16n8k16 fragments), "ldmatrix", "cp.async", "red" — wrappers in common/ptx/mma_sm80.cuh.
+ *
+ * Layouts (fx_problem.h): Q, O, dO, dQ [batch, seqlen_q, heads_q, head_dim]; K, V, dK, dV
+ * [batch, seqlen_k, heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log.
+ * Workspace (flash2_bwd_workspace_bytes): dQaccum fp32 in Q's contiguous layout, then
+ * LSE_log2 and D fp32 [batch, heads_q, seqlen_q_rounded].
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "flash2_model.h"
+#include "fx_stage.h"
+#include "ptx/mma_sm80.cuh"
+
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration (the constants the forward uses, repeated: no kernel code
+ * is shared between files of a stage beyond the PTX wrappers)
+ * ------------------------------------------------------------------------------ */
+
+static constexpr int kWarpSize = 32;
+static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
+// One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
+static constexpr int kMmaM = 16;
+static constexpr int kMmaN = 8;
+static constexpr int kMmaK = 16;
+// The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
+static constexpr int kLanesPerRow = 4;
+// A 16-byte chunk is the unit of every copy: one cp.async, one ldmatrix row, 8 b16 elements.
+static constexpr int kChunkBytes = 16;
+static constexpr int kChunkElems = 8;
+static constexpr int kElemBytes = 2;  // bf16 and fp16
+// Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
+static constexpr int kSwizzleChunks = 8;
+static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
+// Two Q/dO stages: Q block it+1 is copied while Q block it is computed.
+static constexpr int kStages = 2;
+// Every backward tile uses 8 warps: enough to split each of the three phases' outputs
+// into warp tiles of whole m16 × n16 pieces at every head_dim (table below).
+static constexpr int kBwdWarps = 8;
+// LSE_log2 and D are padded per (batch, head) to a multiple of this many rows, a multiple
+// of every kBlockM, so a Q block's 4-byte values are whole, 16-byte aligned cp.async chunks.
+static constexpr int kRowPad = 128;
+static constexpr int kFloatsPerChunk = kChunkBytes / 4;
+static constexpr float kLog2e = 1.4426950408889634f;
+
+static constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
+
+/*
+ * Warp tiles of the three phases. kWarpsSKeys, kWarpsDKKeys, kWarpsDQRows are the warps
+ * along the first (row) dimension of each phase's output; the rest of the 8 warps split
+ * the second dimension.
+ *   phase A: Sᵀ and dPᵀ, kBlockN keys × kBlockM queries, k = head_dim
+ *   phase B: dK and dV,  kBlockN keys × head_dim,        k = kBlockM (persistent)
+ *   phase C: dQ,         kBlockM queries × head_dim,     k = kBlockN
+ */
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsSKeys_, int kWarpsDKKeys_,
+          int kWarpsDQRows_>
+struct Flash2BwdConfig {
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kBlockM = kBlockM_;   // query rows per Q block (the inner loop)
+    static constexpr int kBlockN = kBlockN_;   // keys per CTA
+    static constexpr int kNWarps = kBwdWarps;
+    static constexpr int kNThreads = kNWarps * kWarpSize;
+
+    static constexpr int kWarpsSKeys = kWarpsSKeys_;
+    static constexpr int kSKeysPerWarp = kBlockN / kWarpsSKeys;
+    static constexpr int kSQueriesPerWarp = kBlockM / (kNWarps / kWarpsSKeys);
+    static constexpr int kSMTiles = kSKeysPerWarp / kMmaM;
+    static constexpr int kSNTiles = kSQueriesPerWarp / kMmaN;
+
+    static constexpr int kWarpsDKKeys = kWarpsDKKeys_;
+    static constexpr int kDKKeysPerWarp = kBlockN / kWarpsDKKeys;
+    static constexpr int kDKColsPerWarp = kHeadDim / (kNWarps / kWarpsDKKeys);
+    static constexpr int kDKMTiles = kDKKeysPerWarp / kMmaM;
+    static constexpr int kDKNTiles = kDKColsPerWarp / kMmaN;
+
+    static constexpr int kWarpsDQRows = kWarpsDQRows_;
+    static constexpr int kDQRowsPerWarp = kBlockM / kWarpsDQRows;
+    static constexpr int kDQColsPerWarp = kHeadDim / (kNWarps / kWarpsDQRows);
+    static constexpr int kDQMTiles = kDQRowsPerWarp / kMmaM;
+    static constexpr int kDQNTiles = kDQColsPerWarp / kMmaN;
+
+    static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
+    // Q, dO, K, V rows: head_dim rounded up to whole 128-byte lines, XOR-swizzled (forward).
+    static constexpr int kSmemRowElems = ceil_div_constexpr(kHeadDim, kSwizzleRowElems) *
+                                         kSwizzleRowElems;
+    static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
+    static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
+    // P and dS rows (one key, kBlockM queries): padded by one chunk, so that the 8 rows of
+    // an ldmatrix matrix, kPRowBytes apart = an odd number of chunks, hit 8 different
+    // 16-byte bank groups (a 64- or 128-byte row is too short for the 128-byte XOR swizzle).
+    static constexpr int kPRowElems = kBlockM + kChunkElems;
+    static constexpr int kPRowBytes = kPRowElems * kElemBytes;
+
+    static_assert(kNWarps % kWarpsSKeys == 0 && kNWarps % kWarpsDKKeys == 0 &&
+                  kNWarps % kWarpsDQRows == 0, "warps split each phase evenly");
+    static_assert(kSKeysPerWarp % kMmaM == 0 && kDKKeysPerWarp % kMmaM == 0 &&
+                  kDQRowsPerWarp % kMmaM == 0, "warp tiles hold whole m16 tiles");
+    static_assert(kSNTiles % 2 == 0 && kDKNTiles % 2 == 0 && kDQNTiles % 2 == 0,
+                  "ldmatrix.x4 loads B fragments of n8 tiles in pairs");
+    static_assert(kHeadDim % kMmaK == 0 && kBlockM % kMmaK == 0 && kBlockN % kMmaK == 0,
+                  "whole k16 steps in every phase");
+    static_assert(kNThreads % kSmemChunks == 0, "a copy pass covers whole rows");
+    static_assert((kPRowBytes / kChunkBytes) % 2 == 1, "P rows an odd number of chunks apart");
+    static_assert(kRowPad % kBlockM == 0, "LSE_log2 and D padding covers whole Q blocks");
+    static_assert(kBlockM / kFloatsPerChunk * 2 <= kNThreads, "one chunk of LSE or D per thread");
+};
+
+/*
+ * The tile per head_dim. A thread keeps dK and dV of its phase-B warp tile across the
+ * whole loop (2·kBlockN·head_dim/256 fp32) and, in phase A, Sᵀ and dPᵀ of its warp tile
+ * (2·kBlockN·kBlockM/256), in phase C dQ (kBlockM·head_dim/256). As in the forward, 160
+ * live accumulators is the most that compiles without spills beside the fragments and
+ * addresses, so each tile keeps max(dK+dV + Sᵀ+dPᵀ, dK+dV + dQ) ≤ 160. 8 warps at up to
+ * 255 registers use the whole register file: one CTA per SM, so shared memory (≤ 227 KiB
+ * on Hopper) only has to fit one CTA.
+ *
+ * Shared memory: K, V (kBlockN rows) + kStages × (Q, dO) (kBlockM rows) of kSmemRowBytes,
+ * P and dS (kBlockN × kPRowBytes), LSE_log2 and D (kStages × kBlockM fp32).
+ */
+// d=64: 64 × 128. dK+dV 64, Sᵀ+dPᵀ 64 (warp: 32 keys × 32 queries), dQ 16.
+// 32 + 32 + 36 + 1 KiB ≈ 101 KiB.
+using BwdConfigD64 = Flash2BwdConfig<64, 64, 128, 4, 4, 2>;
+// d=96: 64 × 64. dK+dV 48 (16 keys × 48 columns), Sᵀ+dPᵀ 32 (16 keys × 32 queries), dQ 24
+// (16 rows × 48 columns). The 64 × 128 of d=64 (dK+dV 96 + Sᵀ+dPᵀ 64 = 160) spilled
+// 124 bytes here, and kBlockM = 32 leaves dQ warp tiles of 24 or 12 columns, an odd number
+// of n8 tiles. Rows padded to 128 elements: 32 + 64 + 18 + 1 KiB ≈ 115 KiB.
+using BwdConfigD96 = Flash2BwdConfig<96, 64, 64, 4, 4, 4>;
+// d=128: 32 × 128. dK+dV 128 (32 keys × 64 columns), Sᵀ+dPᵀ 32 (32 keys × 16 queries):
+// 160; kBlockM = 64 would make it 192. 64 + 32 + 20 + 0.5 KiB ≈ 117 KiB.
+using BwdConfigD128 = Flash2BwdConfig<128, 32, 128, 4, 4, 2>;
+// d=256: 32 × 64. dK+dV alone are 2·kBlockN·256/256 = 2·kBlockN, so kBlockN = 64 for 128
+// (32 keys × 64 columns); Sᵀ+dPᵀ 16, dQ 32 (16 rows × 64 columns): 160.
+// 64 + 64 + 10 + 0.5 KiB ≈ 139 KiB.
+using BwdConfigD256 = Flash2BwdConfig<256, 32, 64, 4, 2, 2>;
+
+/* ---------------------------------------------------------------------------------
+ * Shared-memory plan
+ * ------------------------------------------------------------------------------ */
+
+static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
+
+template <class Cfg>
+struct BwdSharedStorage {
+    alignas(kSmemAlign) uint16_t K[Cfg::kBlockN * Cfg::kSmemRowElems];
+    alignas(kSmemAlign) uint16_t V[Cfg::kBlockN * Cfg::kSmemRowElems];
+    alignas(kSmemAlign) uint16_t Q[kStages][Cfg::kBlockM * Cfg::kSmemRowElems];
+    alignas(kSmemAlign) uint16_t dO[kStages][Cfg::kBlockM * Cfg::kSmemRowElems];
+    // Pᵀ and dSᵀ of one Q block in the dtype: row = key, column = query.
+    alignas(kSmemAlign) uint16_t P[Cfg::kBlockN * Cfg::kPRowElems];
+    alignas(kSmemAlign) uint16_t dS[Cfg::kBlockN * Cfg::kPRowElems];
+    alignas(kChunkBytes) float LSE_log2[kStages][Cfg::kBlockM];
+    alignas(kChunkBytes) float D[kStages][Cfg::kBlockM];
+};
+
+// The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB).
+static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+static_assert(sizeof(BwdSharedStorage<BwdConfigD64>) <= kMaxSmemPerBlockHopper, "d=64 smem");
+static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockHopper, "d=96 smem");
+static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockHopper, "d=128 smem");
+static_assert(sizeof(BwdSharedStorage<BwdConfigD256>) <= kMaxSmemPerBlockHopper, "d=256 smem");
+
+/* Byte offset of chunk `chunk` of row `row` in a swizzled Q/dO/K/V tile: chunk c of row r
+ * is stored at chunk c ^ (r % 8) of its 128-byte line (the forward's layout and reasons). */
+template <class Cfg>
+static __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
+{
+    return (uint32_t)(row * Cfg::kSmemRowBytes + ((chunk ^ (row % kSwizzleChunks)) * kChunkBytes));
+}
+
+/* ---------------------------------------------------------------------------------
+ * Kernel arguments
+ * ------------------------------------------------------------------------------ */
+
+struct Flash2BwdParams {
+    const void *q, *k, *v, *o, *dout;
+    const float *lse;        // natural log, [batch, heads_q, seqlen_q]
+    void *dq, *dk, *dv;
+    float *dq_accum;         // fp32, contiguous [batch, seqlen_q, heads_q, head_dim]
+    float *lse_log2, *D;     // fp32 [batch, heads_q, seqlen_q_rounded]
+    // Element strides (head_dim is contiguous); dO uses O's, dQ Q's, dK K's, dV V's.
+    int64_t q_batch_stride, q_head_stride;
+    int64_t k_batch_stride, k_head_stride;
+    int64_t v_batch_stride, v_head_stride;
+    int64_t o_batch_stride, o_head_stride;
+    int q_row_stride, k_row_stride, v_row_stride, o_row_stride;
+    int batch, seqlen_q, seqlen_k, seqlen_q_rounded;
+    int heads_q, head_dim;
+    int q_per_kv;          // heads_q / heads_kv: query heads that share one kv head
+    float softmax_scale;
+    float scale_log2;      // softmax_scale · log2(e)
+};
+
+/* The one place the element type matters. */
+template <class Element>
+struct ElementOps;
+
+template <>
+struct ElementOps<__nv_bfloat16> {
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+    {
+        fx_mma_m16n8k16_bf16(d, a, b0, b1);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_bf16x2(lo, hi);
+    }
+    // A bf16 is the top half of an fp32: widening is a shift, exact.
+    static __device__ __forceinline__ float2 unpack(uint32_t x)
+    {
+        return make_float2(__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u));
+    }
+};
+
+template <>
+struct ElementOps<__half> {
+    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+    {
+        fx_mma_m16n8k16_fp16(d, a, b0, b1);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_f16x2(lo, hi);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t x)
+    {
+        return __half22float2(*reinterpret_cast<const __half2 *>(&x));
+    }
+};
+
+/* The thread's index read afresh from %tid.x, so that what derives from it is recomputed
+ * where it is used instead of held in registers across the loop (see the forward). */
+static __device__ __forceinline__ int thread_index_uncached(void)
+{
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+    return t;
+}
+
+/* ---------------------------------------------------------------------------------
+ * Preprocess: D = rowsum(dO∘O), LSE_log2, dQaccum = 0 (one warp per query row)
+ * ------------------------------------------------------------------------------ */
+
+static constexpr int kPreWarps = 8;  // rows per CTA of the pre- and postprocess kernels
+
+template <class Element>
+__global__ void __launch_bounds__(kPreWarps *kWarpSize)
+flash2_bwd_preprocess_kernel(const __grid_constant__ Flash2BwdParams p)
+{
+    using Ops = ElementOps<Element>;
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+    // Row `row` of the padded [batch, heads_q, seqlen_q_rounded] arrays.
+    const int64_t row = (int64_t)blockIdx.x * kPreWarps + warp;
+    if (row >= (int64_t)p.batch * p.heads_q * p.seqlen_q_rounded)
+        return;
+    const int i = (int)(row % p.seqlen_q_rounded);
+    const int bh = (int)(row / p.seqlen_q_rounded);
+    const int head = bh % p.heads_q, batch = bh / p.heads_q;
+    if (i >= p.seqlen_q) {
+        // Padding: P of such a row is masked anyway; 0 keeps every later value finite.
+        if (lane == 0) {
+            p.D[row] = 0.f;
+            p.lse_log2[row] = 0.f;
+        }
+        return;
+    }
+    const int64_t at = batch * p.o_batch_stride + (int64_t)i * p.o_row_stride +
+                       head * p.o_head_stride;
+    const uint32_t *O = reinterpret_cast<const uint32_t *>(static_cast<const Element *>(p.o) + at);
+    const uint32_t *dO =
+        reinterpret_cast<const uint32_t *>(static_cast<const Element *>(p.dout) + at);
+    float sum = 0.f;
+    for (int pair = lane; pair < p.head_dim / 2; pair += kWarpSize) {
+        const float2 o = Ops::unpack(O[pair]), d = Ops::unpack(dO[pair]);
+        sum = fmaf(o.x, d.x, sum);
+        sum = fmaf(o.y, d.y, sum);
+    }
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+        sum += __shfl_xor_sync(kFullWarp, sum, offset);
+    if (lane == 0) {
+        p.D[row] = sum;
+        const float lse = p.lse[((int64_t)batch * p.heads_q + head) * p.seqlen_q + i];
+        // A row that sees no key has LSE = -inf: store 0, so that recomputing P never forms
+        // -inf - (-inf); the main kernel masks every P of such a row to 0 explicitly.
+        p.lse_log2[row] = lse == -INFINITY ? 0.f : lse * kLog2e;
+    }
+    float *acc = p.dq_accum + (((int64_t)batch * p.seqlen_q + i) * p.heads_q + head) * p.head_dim;
+    for (int c = lane; c < p.head_dim; c += kWarpSize)
+        acc[c] = 0.f;
+}
+
+/* ---------------------------------------------------------------------------------
+ * Postprocess: dQ = softmax_scale · dQaccum in the dtype
+ * ------------------------------------------------------------------------------ */
+
+template <class Element>
+__global__ void __launch_bounds__(kPreWarps *kWarpSize)
+flash2_bwd_postprocess_kernel(const __grid_constant__ Flash2BwdParams p)
+{
+    using Ops = ElementOps<Element>;
+    const int64_t pairs = (int64_t)p.batch * p.seqlen_q * p.heads_q * p.head_dim / 2;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < pairs;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = 2 * idx;  // element of the contiguous dQaccum
+        const int c = (int)(e % p.head_dim);
+        int64_t rest = e / p.head_dim;
+        const int head = (int)(rest % p.heads_q);
+        rest /= p.heads_q;
+        const int i = (int)(rest % p.seqlen_q);
+        const int batch = (int)(rest / p.seqlen_q);
+        const float2 a = *reinterpret_cast<const float2 *>(p.dq_accum + e);
+        *reinterpret_cast<uint32_t *>(static_cast<Element *>(p.dq) + batch * p.q_batch_stride +
+                                      (int64_t)i * p.q_row_stride + head * p.q_head_stride + c) =
+            Ops::pack(a.x * p.softmax_scale, a.y * p.softmax_scale);
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Producer: global -> shared by cp.async (the forward's copy loop)
+ * ------------------------------------------------------------------------------ */
+
+/* Copies kRows rows of head_dim elements into a swizzled tile; rows at or past rows_valid
+ * are zero-filled (src-size 0): a K or Q row past the end gives a finite score that the
+ * mask removes, a V or dO row past the end must be 0, not leftover bits. */
+template <class Cfg, int kRows, class Element>
+static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem,
+                                                 int row_stride, int rows_valid)
+{
+    const unsigned tid = (unsigned)thread_index_uncached();
+    constexpr int kRowsPerPass = Cfg::kNThreads / Cfg::kSmemChunks;
+    static_assert(kRows % kRowsPerPass == 0, "whole copy passes");
+    static_assert(kRowsPerPass % kSwizzleChunks == 0, "a thread's rows share one XOR key");
+    const int chunk = (int)(tid % Cfg::kSmemChunks);
+    const int row0 = (int)(tid / Cfg::kSmemChunks);
+    if (chunk >= Cfg::kChunks)
+        return;
+    const uint32_t dst = smem_tile + swizzled_offset<Cfg>(row0, chunk);
+    const int offset = row0 * row_stride + chunk * kChunkElems;
+#pragma unroll
+    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+        const bool valid = row0 + pass * kRowsPerPass < rows_valid;
+        const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
+        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset,
+                          valid);
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * ldmatrix addressing (lane l; lanes 8j..8j+7 address matrix j; see the forward's table)
+ *
+ *   a_rows    A operand, rows as stored:   row row0 + l%16, chunk chunk0 + l/16
+ *             -> a[0..3] = (rows 0-7 | 8-15) × (k chunk 0 | 1)
+ *   b_rows    B operand, n = stored row, k along the row:
+ *             row row0 + l%8 + 8·(l/16), chunk chunk0 + (l/8)%2
+ *             -> b[0], b[1] of n-tile 0; b[2], b[3] of n-tile 1
+ *   b_trans   B operand, k = stored row, n along the row (.trans):
+ *             row row0 + l%16, chunk chunk0 + l/16
+ *             -> b[0], b[1] of n-tile 0; b[2], b[3] of n-tile 1
+ *   a_trans   A operand, k = stored row, m along the row (.trans; dS from dSᵀ):
+ *             row row0 + l%8 + 8·(l/16), chunk chunk0 + (l/8)%2
+ *             -> matrix 0 = (k 0-7, m 0-7) transposed = a[0]; 1 = (k 0-7, m 8-15) = a[1];
+ *                2 = (k 8-15, m 0-7) = a[2]; 3 = (k 8-15, m 8-15) = a[3]
+ * ------------------------------------------------------------------------------ */
+
+static __device__ __forceinline__ int lane_row16(int lane) { return lane % kMmaM; }
+static __device__ __forceinline__ int lane_chunk16(int lane) { return lane / kMmaM; }
+static __device__ __forceinline__ int lane_row8x2(int lane)
+{
+    return lane % kSwizzleChunks + kSwizzleChunks * (lane / kMmaM);
+}
+static __device__ __forceinline__ int lane_chunk8x2(int lane) { return (lane / kSwizzleChunks) % 2; }
+
+/* Swizzled Q/dO/K/V tiles. */
+template <class Cfg>
+static __device__ __forceinline__ void ldsm_a_rows(uint32_t r[4], uint32_t tile, int row0,
+                                                   int chunk0, int lane)
+{
+    fx_ldmatrix_x4(r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane),
+                                                  chunk0 + lane_chunk16(lane)));
+}
+template <class Cfg>
+static __device__ __forceinline__ void ldsm_b_rows(uint32_t r[4], uint32_t tile, int row0,
+                                                   int chunk0, int lane)
+{
+    fx_ldmatrix_x4(r, tile + swizzled_offset<Cfg>(row0 + lane_row8x2(lane),
+                                                  chunk0 + lane_chunk8x2(lane)));
+}
+template <class Cfg>
+static __device__ __forceinline__ void ldsm_b_trans(uint32_t r[4], uint32_t tile, int row0,
+                                                    int chunk0, int lane)
+{
+    fx_ldmatrix_x4_trans(r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane),
+                                                        chunk0 + lane_chunk16(lane)));
+}
+/* Padded P/dS tiles (row = key, kPRowBytes apart). */
+template <class Cfg>
+static __device__ __forceinline__ void ldsm_a_rows_p(uint32_t r[4], uint32_t tile, int row0,
+                                                     int chunk0, int lane)
+{
+    fx_ldmatrix_x4(r, tile + (uint32_t)((row0 + lane_row16(lane)) * Cfg::kPRowBytes +
+                                        (chunk0 + lane_chunk16(lane)) * kChunkBytes));
+}
+template <class Cfg>
+static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t tile, int row0,
+                                                      int chunk0, int lane)
+{
+    fx_ldmatrix_x4_trans(r, tile + (uint32_t)((row0 + lane_row8x2(lane)) * Cfg::kPRowBytes +
+                                              (chunk0 + lane_chunk8x2(lane)) * kChunkBytes));
+}
+
+/* ---------------------------------------------------------------------------------
+ * The main kernel: one CTA per (K/V block, kv head, batch)
+ *
+ * Accumulator layout of every phase (PTX ISA mma.m16n8k16; g = lane/4, t = lane%4), per
+ * m16 tile mt and n8 tile nt of the warp tile:
+ *
+ *        cols 8nt+2t, 8nt+2t+1
+ *   row g    | [0] [1] |          phase A: rows = keys,    cols = queries (Sᵀ, dPᵀ)
+ *   row g+8  | [2] [3] |          phase B: rows = keys,    cols = head_dim (dK, dV)
+ *                                 phase C: rows = queries, cols = head_dim (dQ)
+ *
+ * Why Sᵀ and not S: with keys as the rows, Pᵀ and dSᵀ come out of phase A exactly in the
+ * row-major [key][query] layout that phase B's A operand (Pᵀ for dV = Pᵀ·dO, dSᵀ for
+ * dK = dSᵀ·Q) reads, and phase A reads K and V as the A operand and Q and dO as the B
+ * operand straight as stored (no transposed load). Phase B and C read Q, dO and K with
+ * k along the stored rows: ldmatrix.trans. dS for phase C is dSᵀ read transposed.
+ *
+ * P and dS pass through shared memory because the warp that computes an element of Pᵀ is
+ * not the warp that needs it: phase B splits dK/dV by key rows and head_dim columns, phase
+ * C splits dQ by query rows, and both need a whole k range (all queries, all keys).
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal>
+__global__ void __launch_bounds__(Cfg::kNThreads, 1)
+flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
+{
+    extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
+    BwdSharedStorage<Cfg> &smem = *reinterpret_cast<BwdSharedStorage<Cfg> *>(smem_raw);
+    using Ops = ElementOps<Element>;
+
+    // ---- Block info: which keys, which heads, which Q blocks ----
+    const int n_block = blockIdx.x, head_kv = blockIdx.y, batch = blockIdx.z;
+    const int key0 = n_block * Cfg::kBlockN;
+    const int m_block_max = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+    // The trapezoid: row i sees key key0 iff i >= key0 - (seqlen_k - seqlen_q), so the Q
+    // blocks above the one holding that row see no key of this block and are skipped.
+    int m_block_min = 0;
+    if (kCausal)
+        m_block_min = max(0, key0 - (p.seqlen_k - p.seqlen_q)) / Cfg::kBlockM;
+    const int n_m = max(0, m_block_max - m_block_min);
+    // GQA: this CTA loops over the q_per_kv query heads of its kv head as well, so that
+    // dK and dV, which sum over those heads, stay in its registers (see the launcher).
+    const int n_iters = n_m * p.q_per_kv;
+
+    const Element *K = static_cast<const Element *>(p.k) + batch * p.k_batch_stride +
+                       head_kv * p.k_head_stride + (int64_t)key0 * p.k_row_stride;
+    const Element *V = static_cast<const Element *>(p.v) + batch * p.v_batch_stride +
+                       head_kv * p.v_head_stride + (int64_t)key0 * p.v_row_stride;
+
+    const uint32_t sK = fx_smem_addr(smem.K), sV = fx_smem_addr(smem.V);
+    const uint32_t sQ0 = fx_smem_addr(smem.Q[0]), sdO0 = fx_smem_addr(smem.dO[0]);
+    const uint32_t sP = fx_smem_addr(smem.P), sdS = fx_smem_addr(smem.dS);
+    constexpr uint32_t kQStageBytes = sizeof(smem.Q[0]);
+
+    // Copies Q, dO, LSE_log2 and D of iteration `it` (query head, Q block) into `stage`.
+    auto load_q_block = [&](int it, int stage) {
+        const int head = head_kv * p.q_per_kv + it / n_m;
+        const int m_block = m_block_min + it % n_m;
+        const int64_t row0 = (int64_t)m_block * Cfg::kBlockM;
+        const Element *Q = static_cast<const Element *>(p.q) + batch * p.q_batch_stride +
+                           head * p.q_head_stride + row0 * p.q_row_stride;
+        const Element *dO = static_cast<const Element *>(p.dout) + batch * p.o_batch_stride +
+                            head * p.o_head_stride + row0 * p.o_row_stride;
+        const int rows_valid = p.seqlen_q - (int)row0;
+        load_tile<Cfg, Cfg::kBlockM>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride, rows_valid);
+        load_tile<Cfg, Cfg::kBlockM>(sdO0 + stage * kQStageBytes, dO, p.o_row_stride,
+                                     rows_valid);
+        // LSE_log2 and D are padded to whole Q blocks (kRowPad): no row test needed.
+        const int64_t stat0 = ((int64_t)batch * p.heads_q + head) * p.seqlen_q_rounded + row0;
+        constexpr int kStatChunks = Cfg::kBlockM / kFloatsPerChunk;
+        const int tid = thread_index_uncached();
+        if (tid < kStatChunks)
+            fx_cp_async_cg_16(fx_smem_addr(&smem.LSE_log2[stage][tid * kFloatsPerChunk]),
+                              p.lse_log2 + stat0 + tid * kFloatsPerChunk, true);
+        else if (tid < 2 * kStatChunks)
+            fx_cp_async_cg_16(
+                fx_smem_addr(&smem.D[stage][(tid - kStatChunks) * kFloatsPerChunk]),
+                p.D + stat0 + (tid - kStatChunks) * kFloatsPerChunk, true);
+    };
+
+    // ---- Prologue: K, V (once) and the first Q block, one cp.async group ----
+    if (n_iters > 0) {
+        load_tile<Cfg, Cfg::kBlockN>(sK, K, p.k_row_stride, p.seqlen_k - key0);
+        load_tile<Cfg, Cfg::kBlockN>(sV, V, p.v_row_stride, p.seqlen_k - key0);
+        load_q_block(0, 0);
+        fx_cp_async_commit();
+    }
+
+    // ---- Accumulators of dK and dV (phase B warp tile), for the CTA's whole life ----
+    float acc_dk[Cfg::kDKMTiles][Cfg::kDKNTiles][4];
+    float acc_dv[Cfg::kDKMTiles][Cfg::kDKNTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kDKMTiles; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < Cfg::kDKNTiles; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                acc_dk[mt][nt][e] = 0.f;
+                acc_dv[mt][nt][e] = 0.f;
+            }
+
+    // ---- Mainloop over (query head, Q block), two-stage Q/dO ring ----
+    for (int it = 0, stage = 0; it < n_iters; ++it, stage ^= 1) {
+        // Q block `it` has landed for this thread; the barrier makes every thread's copies
+        // visible and proves every warp is done with iteration it-1: its reads of the other
+        // Q/dO stage (overwritten next) and of P and dS (overwritten in phase A).
+        fx_cp_async_wait<0>();
+        __syncthreads();
+        if (it + 1 < n_iters) {
+            load_q_block(it + 1, stage ^ 1);
+            fx_cp_async_commit();
+        }
+        const int head = head_kv * p.q_per_kv + it / n_m;
+        const int m_block = m_block_min + it % n_m;
+        const uint32_t sQ = sQ0 + stage * kQStageBytes, sdO = sdO0 + stage * kQStageBytes;
+        const int tid = thread_index_uncached();
+        const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+
+        // ---- Phase A: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's keys × queries ----
+        {
+            const int key_base = (warp % Cfg::kWarpsSKeys) * Cfg::kSKeysPerWarp;
+            const int q_base = (warp / Cfg::kWarpsSKeys) * Cfg::kSQueriesPerWarp;
+            float acc_s[Cfg::kSMTiles][Cfg::kSNTiles][4];
+            float acc_dp[Cfg::kSMTiles][Cfg::kSNTiles][4];
+#pragma unroll
+            for (int mt = 0; mt < Cfg::kSMTiles; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < Cfg::kSNTiles; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        acc_s[mt][nt][e] = 0.f;
+                        acc_dp[mt][nt][e] = 0.f;
+                    }
+#pragma unroll
+            for (int kk = 0; kk < Cfg::kHeadDim / kMmaK; ++kk) {
+                uint32_t a_k[Cfg::kSMTiles][4], a_v[Cfg::kSMTiles][4];
+#pragma unroll
+                for (int mt = 0; mt < Cfg::kSMTiles; ++mt) {
+                    ldsm_a_rows<Cfg>(a_k[mt], sK, key_base + mt * kMmaM, 2 * kk, lane);
+                    ldsm_a_rows<Cfg>(a_v[mt], sV, key_base + mt * kMmaM, 2 * kk, lane);
+                }
+#pragma unroll
+                for (int np = 0; np < Cfg::kSNTiles / 2; ++np) {
+                    uint32_t b[4];
+                    ldsm_b_rows<Cfg>(b, sQ, q_base + np * 2 * kMmaN, 2 * kk, lane);
+#pragma unroll
+                    for (int mt = 0; mt < Cfg::kSMTiles; ++mt) {
+                        Ops::mma(acc_s[mt][2 * np], a_k[mt], b[0], b[1]);
+                        Ops::mma(acc_s[mt][2 * np + 1], a_k[mt], b[2], b[3]);
+                    }
+                    ldsm_b_rows<Cfg>(b, sdO, q_base + np * 2 * kMmaN, 2 * kk, lane);
+#pragma unroll
+                    for (int mt = 0; mt < Cfg::kSMTiles; ++mt) {
+                        Ops::mma(acc_dp[mt][2 * np], a_v[mt], b[0], b[1]);
+                        Ops::mma(acc_dp[mt][2 * np + 1], a_v[mt], b[2], b[3]);
+                    }
+                }
+            }
+
+            // Pᵀ = exp2(Sᵀ·scale_log2 − LSE_log2[query]) where the key is visible, else 0;
+            // dSᵀ = Pᵀ∘(dPᵀ − D[query]). Both rounded to the dtype into shared memory.
+            // The mask is explicit for every element: a key past seqlen_k, a query row past
+            // seqlen_q (zero-filled, LSE_log2 = 0: exp2(0 − 0) would be 1), and (causal) a
+            // key right of the diagonal — which covers the rows that see no key at all,
+            // whose LSE_log2 is 0 and would otherwise give exp2(S·scale_log2) ≠ 0.
+            const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+            const int q_block0 = m_block * Cfg::kBlockM;
+#pragma unroll
+            for (int mt = 0; mt < Cfg::kSMTiles; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int key_local = key_base + mt * kMmaM + g + h * (kMmaM / 2);
+                    const int key = key0 + key_local;
+#pragma unroll
+                    for (int nt = 0; nt < Cfg::kSNTiles; ++nt) {
+                        const int q_local = q_base + nt * kMmaN + 2 * t;
+                        const float2 lse =
+                            *reinterpret_cast<const float2 *>(&smem.LSE_log2[stage][q_local]);
+                        const float2 dd = *reinterpret_cast<const float2 *>(&smem.D[stage][q_local]);
+                        float pv[2], dsv[2];
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int q = q_block0 + q_local + e;
+                            bool visible = key < p.seqlen_k && q < p.seqlen_q;
+                            if (kCausal)
+                                visible = visible && key <= q + p.seqlen_k - p.seqlen_q;
+                            const float s = acc_s[mt][nt][2 * h + e];
+                            const float P =
+                                visible ? fx_ex2(fmaf(s, p.scale_log2, -(e ? lse.y : lse.x)))
+                                        : 0.f;
+                            pv[e] = P;
+                            dsv[e] = P * (acc_dp[mt][nt][2 * h + e] - (e ? dd.y : dd.x));
+                        }
+                        const uint32_t off =
+                            (uint32_t)(key_local * Cfg::kPRowBytes + q_local * kElemBytes);
+                        *reinterpret_cast<uint32_t *>(reinterpret_cast<unsigned char *>(smem.P) +
+                                                      off) = Ops::pack(pv[0], pv[1]);
+                        *reinterpret_cast<uint32_t *>(reinterpret_cast<unsigned char *>(smem.dS) +
+                                                      off) = Ops::pack(dsv[0], dsv[1]);
+                    }
+                }
+        }
+        // Every warp's Pᵀ and dSᵀ are in shared memory before any warp reads them.
+        __syncthreads();
+
+        // ---- Phase B: dV += Pᵀ·dO, dK += dSᵀ·Q (warp: its keys × its head_dim columns) ----
+        {
+            const int key_base = (warp % Cfg::kWarpsDKKeys) * Cfg::kDKKeysPerWarp;
+            const int chunk_base =
+                (warp / Cfg::kWarpsDKKeys) * Cfg::kDKColsPerWarp / kChunkElems;
+#pragma unroll
+            for (int kk = 0; kk < Cfg::kBlockM / kMmaK; ++kk) {
+                uint32_t a_p[Cfg::kDKMTiles][4], a_ds[Cfg::kDKMTiles][4];
+#pragma unroll
+                for (int mt = 0; mt < Cfg::kDKMTiles; ++mt) {
+                    ldsm_a_rows_p<Cfg>(a_p[mt], sP, key_base + mt * kMmaM, 2 * kk, lane);
+                    ldsm_a_rows_p<Cfg>(a_ds[mt], sdS, key_base + mt * kMmaM, 2 * kk, lane);
+                }
+#pragma unroll
+                for (int dp = 0; dp < Cfg::kDKNTiles / 2; ++dp) {
+                    uint32_t b[4];
+                    ldsm_b_trans<Cfg>(b, sdO, kk * kMmaK, chunk_base + 2 * dp, lane);
+#pragma unroll
+                    for (int mt = 0; mt < Cfg::kDKMTiles; ++mt) {
+                        Ops::mma(acc_dv[mt][2 * dp], a_p[mt], b[0], b[1]);
+                        Ops::mma(acc_dv[mt][2 * dp + 1], a_p[mt], b[2], b[3]);
+                    }
+                    ldsm_b_trans<Cfg>(b, sQ, kk * kMmaK, chunk_base + 2 * dp, lane);
+#pragma unroll
+                    for (int mt = 0; mt < Cfg::kDKMTiles; ++mt) {
+                        Ops::mma(acc_dk[mt][2 * dp], a_ds[mt], b[0], b[1]);
+                        Ops::mma(acc_dk[mt][2 * dp + 1], a_ds[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+
+        // ---- Phase C: dQaccum += dS·K (warp: its query rows × its head_dim columns) ----
+        //
+        // The dQ race: a query row's dQ = Σ over all key blocks of dS·K, and every key
+        // block belongs to another CTA, running on another SM at the same time. Each CTA
+        // adds its partial product into fp32 dQaccum with red.global.add.f32, resolved in
+        // L2, so no CTA waits for another and no CTA owns dQ. The price: the order of the
+        // additions varies from run to run, so dQ is not bitwise repeatable
+        // (caps.deterministic_backward = false; stage 11 adds a deterministic mode).
+        {
+            const int q_base = (warp % Cfg::kWarpsDQRows) * Cfg::kDQRowsPerWarp;
+            const int chunk_base =
+                (warp / Cfg::kWarpsDQRows) * Cfg::kDQColsPerWarp / kChunkElems;
+            float acc_dq[Cfg::kDQMTiles][Cfg::kDQNTiles][4];
+#pragma unroll
+            for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < Cfg::kDQNTiles; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        acc_dq[mt][nt][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
+                uint32_t a[Cfg::kDQMTiles][4];
+#pragma unroll
+                for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
+                    ldsm_a_trans_p<Cfg>(a[mt], sdS, kk * kMmaK,
+                                        (q_base + mt * kMmaM) / kChunkElems, lane);
+#pragma unroll
+                for (int dp = 0; dp < Cfg::kDQNTiles / 2; ++dp) {
+                    uint32_t b[4];
+                    ldsm_b_trans<Cfg>(b, sK, kk * kMmaK, chunk_base + 2 * dp, lane);
+#pragma unroll
+                    for (int mt = 0; mt < Cfg::kDQMTiles; ++mt) {
+                        Ops::mma(acc_dq[mt][2 * dp], a[mt], b[0], b[1]);
+                        Ops::mma(acc_dq[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                    }
+                }
+            }
+            const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+#pragma unroll
+            for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int q = m_block * Cfg::kBlockM + q_base + mt * kMmaM + g +
+                                  h * (kMmaM / 2);
+                    if (q >= p.seqlen_q)
+                        continue;
+                    float *row = p.dq_accum +
+                                 (((int64_t)batch * p.seqlen_q + q) * p.heads_q + head) *
+                                     Cfg::kHeadDim +
+                                 chunk_base * kChunkElems + 2 * t;
+#pragma unroll
+                    for (int nt = 0; nt < Cfg::kDQNTiles; ++nt) {
+                        fx_red_add_f32(row + nt * kMmaN, acc_dq[mt][nt][2 * h]);
+                        fx_red_add_f32(row + nt * kMmaN + 1, acc_dq[mt][nt][2 * h + 1]);
+                    }
+                }
+        }
+    }
+
+    // ---- Epilogue: dK = scale·Σ dSᵀQ and dV, written once in the dtype ----
+    {
+        const int tid = thread_index_uncached();
+        const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+        const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+        const int key_base = (warp % Cfg::kWarpsDKKeys) * Cfg::kDKKeysPerWarp;
+        const int col_base = (warp / Cfg::kWarpsDKKeys) * Cfg::kDKColsPerWarp + 2 * t;
+        Element *dK = static_cast<Element *>(p.dk) + batch * p.k_batch_stride +
+                      head_kv * p.k_head_stride;
+        Element *dV = static_cast<Element *>(p.dv) + batch * p.v_batch_stride +
+                      head_kv * p.v_head_stride;
+#pragma unroll
+        for (int mt = 0; mt < Cfg::kDKMTiles; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int key = key0 + key_base + mt * kMmaM + g + h * (kMmaM / 2);
+                if (key >= p.seqlen_k)
+                    continue;
+#pragma unroll
+                for (int nt = 0; nt < Cfg::kDKNTiles; ++nt) {
+                    const int col = col_base + nt * kMmaN;
+                    *reinterpret_cast<uint32_t *>(dK + (int64_t)key * p.k_row_stride + col) =
+                        Ops::pack(acc_dk[mt][nt][2 * h] * p.softmax_scale,
+                                  acc_dk[mt][nt][2 * h + 1] * p.softmax_scale);
+                    *reinterpret_cast<uint32_t *>(dV + (int64_t)key * p.v_row_stride + col) =
+                        Ops::pack(acc_dv[mt][nt][2 * h], acc_dv[mt][nt][2 * h + 1]);
+                }
+            }
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Host launcher
+ * ------------------------------------------------------------------------------ */
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static constexpr size_t kWorkspaceAlign = 256;  // each workspace array starts on 256 bytes
+
+static int seqlen_q_rounded_of(int seqlen_q) { return (int)align_up((size_t)seqlen_q, kRowPad); }
+
+/* Workspace: dQaccum (fp32, Q's contiguous shape), then LSE_log2 and D (fp32, padded). */
+extern "C" size_t fx_flash2_bwd_workspace_bytes(const fx_problem *p)
+{
+    const size_t accum = fx_numel_q(p) * sizeof(float);
+    const size_t stats =
+        (size_t)p->batch * p->heads_q * seqlen_q_rounded_of(p->seqlen_q) * sizeof(float);
+    return align_up(accum, kWorkspaceAlign) + 2 * align_up(stats, kWorkspaceAlign);
+}
+
+template <class Cfg, class Element, bool kCausal>
+static cudaError_t launch_bwd(const fx_bwd_args *a)
+{
+    const fx_problem *pr = a->p;
+    Flash2BwdParams p;
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
+    p.o = a->o;
+    p.dout = a->dout;
+    p.lse = a->lse;
+    p.dq = a->dq;
+    p.dk = a->dk;
+    p.dv = a->dv;
+    p.q_batch_stride = a->q_layout.batch_stride;
+    p.q_row_stride = (int)a->q_layout.row_stride;
+    p.q_head_stride = a->q_layout.head_stride;
+    p.k_batch_stride = a->k_layout.batch_stride;
+    p.k_row_stride = (int)a->k_layout.row_stride;
+    p.k_head_stride = a->k_layout.head_stride;
+    p.v_batch_stride = a->v_layout.batch_stride;
+    p.v_row_stride = (int)a->v_layout.row_stride;
+    p.v_head_stride = a->v_layout.head_stride;
+    p.o_batch_stride = a->o_layout.batch_stride;
+    p.o_row_stride = (int)a->o_layout.row_stride;
+    p.o_head_stride = a->o_layout.head_stride;
+    p.batch = pr->batch;
+    p.seqlen_q = pr->seqlen_q;
+    p.seqlen_k = pr->seqlen_k;
+    p.seqlen_q_rounded = seqlen_q_rounded_of(pr->seqlen_q);
+    p.heads_q = pr->heads_q;
+    p.head_dim = pr->head_dim;
+    p.q_per_kv = pr->heads_q / pr->heads_kv;
+    p.softmax_scale = (float)pr->softmax_scale;
+    p.scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+    const size_t accum = fx_numel_q(pr) * sizeof(float);
+    const size_t stats = (size_t)pr->batch * pr->heads_q * p.seqlen_q_rounded * sizeof(float);
+    unsigned char *ws = static_cast<unsigned char *>(a->workspace);
+    p.dq_accum = reinterpret_cast<float *>(ws);
+    p.lse_log2 = reinterpret_cast<float *>(ws + align_up(accum, kWorkspaceAlign));
+    p.D = reinterpret_cast<float *>(ws + align_up(accum, kWorkspaceAlign) +
+                                    align_up(stats, kWorkspaceAlign));
+
+    // Preprocess: one warp per row of the padded statistics.
+    const int64_t stat_rows = (int64_t)pr->batch * pr->heads_q * p.seqlen_q_rounded;
+    flash2_bwd_preprocess_kernel<Element>
+        <<<(unsigned)((stat_rows + kPreWarps - 1) / kPreWarps), kPreWarps * kWarpSize, 0,
+           a->stream>>>(p);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return err;
+
+    // Main kernel. GQA: one CTA per (K/V block, kv head, batch) that loops over the group's
+    // query heads. The alternative, a CTA per query head with per-head dK/dV in a workspace
+    // and a reduce kernel, has q_per_kv times the CTAs but costs fp32 dK/dV round trips
+    // through HBM and one more kernel; here dK and dV stay in registers and are written
+    // once, without atomics, and the seqlen_k/kBlockN × heads_kv × batch CTAs fill the GPU
+    // at the sizes that matter (4096/128 × 16 × 4 = 2048).
+    const size_t smem_bytes = sizeof(BwdSharedStorage<Cfg>);
+    auto kernel = flash2_bwd_kernel<Cfg, Element, kCausal>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem_bytes);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((unsigned)((pr->seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN),
+                    (unsigned)pr->heads_kv, (unsigned)pr->batch);
+    kernel<<<grid, Cfg::kNThreads, smem_bytes, a->stream>>>(p);
+    err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return err;
+
+    // Postprocess: dQ = scale·dQaccum, two elements per thread, grid-stride.
+    constexpr int kPostBlocksMax = 65535;  // plenty of CTAs for a memory-bound loop
+    const int64_t pairs = (int64_t)fx_numel_q(pr) / 2;
+    const int64_t blocks = (pairs + kPreWarps * kWarpSize - 1) / (kPreWarps * kWarpSize);
+    flash2_bwd_postprocess_kernel<Element>
+        <<<(unsigned)(blocks < kPostBlocksMax ? blocks : kPostBlocksMax), kPreWarps * kWarpSize,
+           0, a->stream>>>(p);
+    return cudaGetLastError();
+}
+
+template <class Cfg, class Element>
+static cudaError_t launch_bwd_masking(const fx_bwd_args *a)
+{
+    return a->p->causal ? launch_bwd<Cfg, Element, true>(a) : launch_bwd<Cfg, Element, false>(a);
+}
+
+template <class Cfg>
+static cudaError_t launch_bwd_dtype(const fx_bwd_args *a)
+{
+    switch (a->p->dtype) {
+    case FX_BF16: return launch_bwd_masking<Cfg, __nv_bfloat16>(a);
+    case FX_FP16: return launch_bwd_masking<Cfg, __half>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
+static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
+{
+    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
+           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
+}
+
+extern "C" size_t fx_flash2_bwd_smem_bytes(int head_dim)
+{
+    switch (head_dim) {
+    case 64: return sizeof(BwdSharedStorage<BwdConfigD64>);
+    case 96: return sizeof(BwdSharedStorage<BwdConfigD96>);
+    case 128: return sizeof(BwdSharedStorage<BwdConfigD128>);
+    case 256: return sizeof(BwdSharedStorage<BwdConfigD256>);
+    default: return 0;
+    }
+}
+
+extern "C" cudaError_t fx_flash2_backward(const fx_bwd_args *a)
+{
+    if (!aligned_for_chunks(a->q, &a->q_layout) || !aligned_for_chunks(a->k, &a->k_layout) ||
+        !aligned_for_chunks(a->v, &a->v_layout) || !aligned_for_chunks(a->dout, &a->o_layout) ||
+        !aligned_for_chunks(a->o, &a->o_layout))
+        return cudaErrorMisalignedAddress;
+    if (a->workspace_bytes < fx_flash2_bwd_workspace_bytes(a->p))
+        return cudaErrorInvalidValue;
+    switch (a->p->head_dim) {
+    case 64: return launch_bwd_dtype<BwdConfigD64>(a);
+    case 96: return launch_bwd_dtype<BwdConfigD96>(a);
+    case 128: return launch_bwd_dtype<BwdConfigD128>(a);
+    case 256: return launch_bwd_dtype<BwdConfigD256>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * The tiles the CPU model runs (flash2_model.h)
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg>
+static fx_flash2_tiles bwd_tiles(void)
+{
+    fx_flash2_tiles t;
+    t.block_m = Cfg::kBlockM;
+    t.block_n = Cfg::kBlockN;
+    return t;
+}
+
+extern "C" fx_flash2_tiles fx_flash2_tiles_for(int head_dim, bool backward)
+{
+    fx_flash2_tiles t = {0, 0};
+    if (backward) {
+        switch (head_dim) {
+        case 64: return bwd_tiles<BwdConfigD64>();
+        case 96: return bwd_tiles<BwdConfigD96>();
+        case 128: return bwd_tiles<BwdConfigD128>();
+        case 256: return bwd_tiles<BwdConfigD256>();
+        default: return t;
+        }
+    }
+    // The forward's tiles are ConfigD64..ConfigD256 of flash2_fwd.cu (kBlockM × kBlockN);
+    // the forward file keeps its configuration to itself, so they are repeated here and
+    // must change with it.
+    switch (head_dim) {
+    case 64: t.block_m = 128; t.block_n = 64; break;
+    case 96: t.block_m = 128; t.block_n = 64; break;
+    case 128: t.block_m = 128; t.block_n = 32; break;
+    case 256: t.block_m = 128; t.block_n = 64; break;
+    default: break;
+    }
+    return t;
+}
