@@ -669,10 +669,8 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         check_backward(c, p, &h, &st, &bc);
         res->checked_bwd = bc.ran;
         pass &= bc.pass;
-        double worst_bound = 0;
         for (int t = 0; t < 3 && bc.ran; ++t) {
             if (bc.g[t].max_abs > res->err_ref_bwd) res->err_ref_bwd = bc.g[t].max_abs;
-            if (bc.bound[t] > worst_bound) worst_bound = bc.bound[t];
             if (verbose) {
                 char b1[160], b2[160];
                 fx_err_format(bc.g[t], b1, sizeof b1);
@@ -730,7 +728,6 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         } else if (verbose) {
             printf("  prev backward: n/a (%s)\n", why);
         }
-        (void)worst_bound;
     }
 
     if (c->opt.repeat > 1) {
