@@ -1005,6 +1005,11 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         c.opt.check = true;
 
     if (c.opt.cpu) {
+        /* The CPU model keeps the stage's capabilities: outside them it is a usage error. */
+        if (fx_stage_supports(c.self, &c.opt.problem, c.opt.backward, why, sizeof why) != 0) {
+            fprintf(stderr, "%s\n", why);
+            return FX_EXIT_USAGE;
+        }
         if (c.opt.backward && c.self->cpu_model && !c.self->cpu_model->backward) {
             fprintf(stderr, "stage %s: its CPU model has no backward\n", c.self->id);
             return FX_EXIT_USAGE;
