@@ -48,7 +48,7 @@
 # as the full ones. Their numbers there add nothing their smaller points do not show.
 #
 # Options:
-#   --direction fwd|bwd|both  default fwd (the forward alone, as before)
+#   --direction fwd|bwd|both  default fwd (the forward alone)
 #   --stages LIST     stage ids, comma-separated (02_flash1,03_flash2); default: every
 #                     program in build/bin. A point a stage refuses (exit 2: outside its
 #                     capabilities) is skipped with a line saying so.

@@ -37,6 +37,8 @@
  * within this many ulps of the dtype at the gradient's largest magnitude: a stage that
  * passes the pass rule is within about 2×(emulation, a few ulps) + 1 ulp of fp64. */
 #define FX_PREV_ONLY_ULPS 8.0
+/* Above this many FLOPs the CPU model (fp32, a few GFLOP/s per core) takes minutes: say so. */
+#define FX_CPU_MODEL_SLOW_FLOPS 2e10
 
 typedef struct fx_ctx {
     const fx_stage *const *stages;
@@ -792,6 +794,13 @@ static int run_cpu_case(fx_ctx *c, const fx_problem *p, bool verbose)
         return FX_EXIT_USAGE;
     }
     bool backward = c->opt.backward && s->cpu_model->backward;
+    /* The model computes every row in fp32 on the host (the reference only samples). */
+    double model_flops = fx_flops_forward(p) * (backward ? 3.5 : 1.0);
+    if (model_flops > FX_CPU_MODEL_SLOW_FLOPS)
+        fprintf(stderr,
+                "note: the CPU model runs %.2g FLOP on this machine's cores: minutes at this "
+                "size (try --batch 1 --seqlen 256 --heads 2)\n",
+                model_flops);
     fx_problem_format(p, line, sizeof line);
     printf("%s cpu model %s%s: %s\n", s->id, "fwd", backward ? "+bwd" : "", line);
     fx_case_host h;
@@ -976,7 +985,8 @@ static void usage(const fx_ctx *c, FILE *f)
             "  --repeat N   run N times; outputs must be bitwise equal\n"
             "  --fuzz N     N checks, each on a fresh seed (printed)\n"
             "  --matrix     the GPU test matrix generated from the capabilities\n"
-            "  --cpu        run the stage's CPU model instead of the GPU\n"
+            "  --cpu        run the stage's CPU model instead of the GPU (slow: give a small\n"
+            "               problem, e.g. --batch 1 --seqlen 256 --heads 2)\n"
             "  --ref-slices N  (batch, head) slices the reference samples on large problems (2)\n"
             "exit codes: 0 ok, 1 check failed or CUDA error, 2 bad usage or outside the\n"
             "capabilities, 77 no suitable GPU (FX_REQUIRE_GPU=1 makes that 1)\n");
@@ -1026,6 +1036,9 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
 
     /* Rows must not be lost after minutes of timing: the CSV file must open now. */
     if (c.opt.csv) {
+        FILE *existing = fopen(c.opt.csv, "r");
+        if (existing)
+            fclose(existing);
         FILE *f = fopen(c.opt.csv, "a");
         if (!f) {
             fprintf(stderr, "stage_%s: --csv: cannot open %s for appending\n", c.self->id,
@@ -1033,6 +1046,9 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
             return FX_EXIT_USAGE;
         }
         fclose(f);
+        /* Only the test of writability: a run that writes no row leaves no empty file. */
+        if (!existing)
+            remove(c.opt.csv);
     }
     /* A problem outside the capabilities is a usage error even without a GPU. */
     if (!c.opt.matrix &&

@@ -27,6 +27,12 @@ void fx_options_default(fx_options *o)
 static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out,
                      char *why, size_t why_len)
 {
+    /* strtoll would skip blanks and take a '+': a size is digits, with a '-' only so
+     * that the message can name a negative value. */
+    if (!((s[0] >= '0' && s[0] <= '9') || (s[0] == '-' && s[1] >= '0' && s[1] <= '9'))) {
+        snprintf(why, why_len, "%s: '%s' is not an integer", opt, s);
+        return FX_EXIT_USAGE;
+    }
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
