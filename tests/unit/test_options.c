@@ -99,6 +99,7 @@ START_TEST(a_malformed_number_is_refused)
     assert_refused("--scale half", "half", NULL);
     assert_refused("--seed -1", "-1", NULL);
     assert_refused("--batch 99999999999", "99999999999", NULL); /* past INT_MAX */
+    assert_refused("--seqlen +64", "+64", NULL);                /* a size is digits only */
 }
 END_TEST
 
