@@ -103,8 +103,8 @@ const fx_stage fx_stage_03_flash2 = {
         .sm90a_only = false,
         .limits = "heads_q and batch at most 65535 (grid); head_dim 256 needs 192 KiB of "
                   "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
-                  "backward needs 166, 115, 165 and 139 KiB at head_dim 64, 96, 128, 256 "
-                  "(head_dim 64 and 128 Hopper only: A100 allows 163)",
+                  "backward needs 101, 115, 117 and 139 KiB at head_dim 64, 96, 128, 256 "
+                  "(A100 and Hopper)",
     },
     .workspace_bytes = flash2_workspace_bytes,
     .check_problem = flash2_check_problem,
