@@ -20,189 +20,18 @@
 #include "fx_problem.h"
 #include "fx_reference.h"
 #include "flash1_model.h"
+#include "fx_model_check.h"
 
-/* ---- helpers ------------------------------------------------------------------------ */
+/* ---- helpers (shared with the other model suites: fx_model_check.h) ---------------- */
 
-static fx_problem problem(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
-                          int head_dim, bool causal, fx_dtype dtype)
+static fx_model_run run_model(fx_problem p, bool backward)
 {
-    fx_problem p = fx_problem_default();
-    p.batch = batch;
-    p.seqlen_q = seqlen_q;
-    p.seqlen_k = seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = head_dim;
-    p.causal = causal;
-    p.dtype = dtype;
-    p.softmax_scale = 0.0; /* 1/sqrt(head_dim), filled by fx_problem_validate */
-    p.seed = 20220527;     /* fixed per suite: a failure is reproducible */
-    char why[256];
-    ck_assert_msg(fx_problem_validate(&p, why, sizeof why) == 0, "%s", why);
-    return p;
+    return fx_run_model(&fx_flash1_cpu_model, p, backward);
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *ptr = calloc(n ? n : 1, size);
-    ck_assert_ptr_nonnull(ptr);
-    return ptr;
-}
-
-/* Inputs, the model's outputs, in the contiguous layouts of fx_problem.h. */
-typedef struct run {
-    fx_problem p;
-    float *q, *k, *v, *dout;          /* inputs, rounded to the dtype by fx_fill */
-    float *o, *lse, *dq, *dk, *dv;    /* the model's outputs                     */
-} run;
-
-static run run_model(fx_problem p, bool backward)
-{
-    const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);
-    run r = {.p = p};
-    r.q = xcalloc(nq, sizeof(float));
-    r.k = xcalloc(nkv, sizeof(float));
-    r.v = xcalloc(nkv, sizeof(float));
-    r.dout = xcalloc(nq, sizeof(float));
-    fx_fill(&p, FX_T_Q, r.q, nq);
-    fx_fill(&p, FX_T_K, r.k, nkv);
-    fx_fill(&p, FX_T_V, r.v, nkv);
-    fx_fill(&p, FX_T_DO, r.dout, nq);
-    r.o = xcalloc(nq, sizeof(float));
-    r.lse = xcalloc(fx_numel_lse(&p), sizeof(float));
-    fx_flash1_cpu_model.forward(&r.p, r.q, r.k, r.v, r.o, r.lse);
-    if (backward) {
-        r.dq = xcalloc(nq, sizeof(float));
-        r.dk = xcalloc(nkv, sizeof(float));
-        r.dv = xcalloc(nkv, sizeof(float));
-        fx_flash1_cpu_model.backward(&r.p, r.q, r.k, r.v, r.o, r.lse, r.dout, r.dq, r.dk, r.dv);
-    }
-    return r;
-}
-
-static void release(run *r)
-{
-    free(r->q);
-    free(r->k);
-    free(r->v);
-    free(r->dout);
-    free(r->o);
-    free(r->lse);
-    free(r->dq);
-    free(r->dk);
-    free(r->dv);
-}
-
-static size_t at_q(const fx_problem *p, int b, int i, int h, int d)
-{
-    return (((size_t)b * p->seqlen_q + i) * p->heads_q + h) * p->head_dim + d;
-}
-static size_t at_kv(const fx_problem *p, int b, int j, int h, int d)
-{
-    return (((size_t)b * p->seqlen_k + j) * p->heads_kv + h) * p->head_dim + d;
-}
-static size_t at_lse(const fx_problem *p, int b, int h, int i)
-{
-    return ((size_t)b * p->heads_q + h) * p->seqlen_q + i;
-}
-
-/* One tensor's verdict: the model's and the emulation's error against fp64. */
-typedef struct verdict {
-    fx_err_acc model, emu;
-} verdict;
-
-static void verdict_init(verdict *v)
-{
-    fx_err_acc_init(&v->model);
-    fx_err_acc_init(&v->emu);
-}
-
-static void assert_pass(const verdict *v, const fx_problem *p, const char *what, bool is_lse)
-{
-    const fx_err model = fx_err_acc_result(&v->model), emu = fx_err_acc_result(&v->emu);
-    double bound;
-    const bool ok = is_lse ? fx_pass_lse(model, emu, &bound) : fx_pass(model, emu, p->dtype, &bound);
-    char shape[160], em[96], ee[96];
-    fx_problem_format(p, shape, sizeof shape);
-    fx_err_format(model, em, sizeof em);
-    fx_err_format(emu, ee, sizeof ee);
-    ck_assert_msg(ok, "%s: %s: model %s (inf mismatches %zu), emulation %s, bound %.2e", shape,
-                  what, em, model.inf_mismatch, ee, bound);
-}
-
-/* The model's forward (and backward) against fp64, every row of every slice. */
 static void check_against_reference(fx_problem p, bool backward)
 {
-    run r = run_model(p, backward);
-    const int sq = p.seqlen_q, sk = p.seqlen_k, d = p.head_dim;
-    const int G = p.heads_q / p.heads_kv;
-
-    verdict o, lse;
-    verdict_init(&o);
-    verdict_init(&lse);
-    double *o_ref = xcalloc((size_t)sq * d, sizeof(double)), *lse_ref = xcalloc(sq, sizeof(double));
-    float *o_emu = xcalloc((size_t)sq * d, sizeof(float)), *lse_emu = xcalloc(sq, sizeof(float));
-    for (int b = 0; b < p.batch; ++b)
-        for (int h = 0; h < p.heads_q; ++h) {
-            fx_ref_forward_rows(&p, r.q, r.k, r.v, b, h, 0, sq, o_ref, lse_ref);
-            fx_emu_forward_rows(&p, r.q, r.k, r.v, b, h, 0, sq, o_emu, lse_emu);
-            for (int i = 0; i < sq; ++i) {
-                for (int c = 0; c < d; ++c) {
-                    fx_err_acc_add(&o.model, r.o[at_q(&p, b, i, h, c)], o_ref[(size_t)i * d + c]);
-                    fx_err_acc_add(&o.emu, o_emu[(size_t)i * d + c], o_ref[(size_t)i * d + c]);
-                }
-                fx_err_acc_add(&lse.model, r.lse[at_lse(&p, b, h, i)], lse_ref[i]);
-                fx_err_acc_add(&lse.emu, lse_emu[i], lse_ref[i]);
-            }
-        }
-    assert_pass(&o, &p, "O", false);
-    assert_pass(&lse, &p, "LSE", true);
-    free(o_ref);
-    free(lse_ref);
-    free(o_emu);
-    free(lse_emu);
-
-    if (backward) {
-        verdict dq, dk, dv;
-        verdict_init(&dq);
-        verdict_init(&dk);
-        verdict_init(&dv);
-        const size_t nq = (size_t)G * sq * d, nk = (size_t)sk * d;
-        double *dq_ref = xcalloc(nq, sizeof(double)), *dk_ref = xcalloc(nk, sizeof(double)),
-               *dv_ref = xcalloc(nk, sizeof(double));
-        float *dq_emu = xcalloc(nq, sizeof(float)), *dk_emu = xcalloc(nk, sizeof(float)),
-              *dv_emu = xcalloc(nk, sizeof(float));
-        for (int b = 0; b < p.batch; ++b)
-            for (int hk = 0; hk < p.heads_kv; ++hk) {
-                fx_ref_backward_group(&p, r.q, r.k, r.v, r.dout, b, hk, dq_ref, dk_ref, dv_ref);
-                fx_emu_backward_group(&p, r.q, r.k, r.v, r.dout, b, hk, dq_emu, dk_emu, dv_emu);
-                for (int g = 0; g < G; ++g)
-                    for (int i = 0; i < sq; ++i)
-                        for (int c = 0; c < d; ++c) {
-                            const size_t e = ((size_t)g * sq + i) * d + c;
-                            fx_err_acc_add(&dq.model, r.dq[at_q(&p, b, i, hk * G + g, c)], dq_ref[e]);
-                            fx_err_acc_add(&dq.emu, dq_emu[e], dq_ref[e]);
-                        }
-                for (int j = 0; j < sk; ++j)
-                    for (int c = 0; c < d; ++c) {
-                        const size_t e = (size_t)j * d + c;
-                        fx_err_acc_add(&dk.model, r.dk[at_kv(&p, b, j, hk, c)], dk_ref[e]);
-                        fx_err_acc_add(&dk.emu, dk_emu[e], dk_ref[e]);
-                        fx_err_acc_add(&dv.model, r.dv[at_kv(&p, b, j, hk, c)], dv_ref[e]);
-                        fx_err_acc_add(&dv.emu, dv_emu[e], dv_ref[e]);
-                    }
-            }
-        assert_pass(&dq, &p, "dQ", false);
-        assert_pass(&dk, &p, "dK", false);
-        assert_pass(&dv, &p, "dV", false);
-        free(dq_ref);
-        free(dk_ref);
-        free(dv_ref);
-        free(dq_emu);
-        free(dk_emu);
-        free(dv_emu);
-    }
-    release(&r);
+    fx_model_check_against_reference(&fx_flash1_cpu_model, p, backward);
 }
 
 /* The shapes below are meant to end in partial tiles: say so, so a change of tile
@@ -244,7 +73,7 @@ END_TEST
 
 START_TEST(noncausal_with_tails_in_both_lengths_matches_the_reference)
 {
-    fx_problem p = problem(2, 150, 137, 2, 2, 64, false, FX_BF16);
+    fx_problem p = fx_test_problem(2, 150, 137, 2, 2, 64, false, FX_BF16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -252,7 +81,7 @@ END_TEST
 
 START_TEST(causal_with_seqlen_q_below_seqlen_k_matches_the_reference)
 {
-    fx_problem p = problem(1, 70, 203, 2, 2, 64, true, FX_BF16);
+    fx_problem p = fx_test_problem(1, 70, 203, 2, 2, 64, true, FX_BF16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -260,7 +89,7 @@ END_TEST
 
 START_TEST(causal_with_seqlen_q_above_seqlen_k_matches_the_reference)
 {
-    fx_problem p = problem(1, 203, 70, 2, 2, 64, true, FX_FP16);
+    fx_problem p = fx_test_problem(1, 203, 70, 2, 2, 64, true, FX_FP16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -268,14 +97,14 @@ END_TEST
 
 START_TEST(causal_with_equal_lengths_matches_the_reference)
 {
-    fx_problem p = problem(1, 161, 161, 2, 2, 64, true, FX_BF16);
+    fx_problem p = fx_test_problem(1, 161, 161, 2, 2, 64, true, FX_BF16);
     check_against_reference(p, true);
 }
 END_TEST
 
 START_TEST(gqa_three_query_heads_per_kv_head_matches_the_reference)
 {
-    fx_problem p = problem(2, 100, 130, 6, 2, 64, true, FX_BF16);
+    fx_problem p = fx_test_problem(2, 100, 130, 6, 2, 64, true, FX_BF16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -283,7 +112,7 @@ END_TEST
 
 START_TEST(mqa_one_kv_head_matches_the_reference)
 {
-    fx_problem p = problem(1, 77, 77, 4, 1, 64, false, FX_FP16);
+    fx_problem p = fx_test_problem(1, 77, 77, 4, 1, 64, false, FX_FP16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -291,7 +120,7 @@ END_TEST
 
 START_TEST(head_dim_40_uses_part_of_its_bucket_and_matches_the_reference)
 {
-    fx_problem p = problem(1, 90, 131, 2, 1, 40, true, FX_FP16);
+    fx_problem p = fx_test_problem(1, 90, 131, 2, 1, 40, true, FX_FP16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -299,7 +128,7 @@ END_TEST
 
 START_TEST(head_dim_128_matches_the_reference)
 {
-    fx_problem p = problem(1, 100, 111, 2, 2, 128, true, FX_BF16);
+    fx_problem p = fx_test_problem(1, 100, 111, 2, 2, 128, true, FX_BF16);
     assert_tails(&p);
     check_against_reference(p, true);
 }
@@ -307,21 +136,21 @@ END_TEST
 
 START_TEST(head_dim_192_and_256_match_the_reference)
 {
-    check_against_reference(problem(1, 41, 57, 2, 1, 192, false, FX_BF16), true);
-    check_against_reference(problem(1, 57, 41, 1, 1, 256, true, FX_FP16), true);
+    check_against_reference(fx_test_problem(1, 41, 57, 2, 1, 192, false, FX_BF16), true);
+    check_against_reference(fx_test_problem(1, 57, 41, 1, 1, 256, true, FX_FP16), true);
 }
 END_TEST
 
 START_TEST(seqlen_one_matches_the_reference)
 {
-    check_against_reference(problem(1, 1, 1, 2, 2, 64, true, FX_BF16), true);
-    check_against_reference(problem(1, 1, 100, 2, 2, 64, true, FX_BF16), true);
+    check_against_reference(fx_test_problem(1, 1, 1, 2, 2, 64, true, FX_BF16), true);
+    check_against_reference(fx_test_problem(1, 1, 100, 2, 2, 64, true, FX_BF16), true);
 }
 END_TEST
 
 START_TEST(outlier_inputs_match_the_reference)
 {
-    fx_problem p = problem(1, 130, 130, 2, 2, 64, false, FX_BF16);
+    fx_problem p = fx_test_problem(1, 130, 130, 2, 2, 64, false, FX_BF16);
     p.dist = FX_DIST_OUTLIERS;
     check_against_reference(p, true);
     p.dist = FX_DIST_LARGE_LOGITS;
@@ -335,31 +164,31 @@ END_TEST
  * They are O = 0, LSE = -inf, dQ = 0 exactly, and nothing anywhere is NaN. */
 START_TEST(a_row_that_sees_no_key_gives_zero_o_minus_inf_lse_and_zero_dq)
 {
-    fx_problem p = problem(1, 203, 70, 2, 2, 64, true, FX_BF16);
-    run r = run_model(p, true);
+    fx_problem p = fx_test_problem(1, 203, 70, 2, 2, 64, true, FX_BF16);
+    fx_model_run r = run_model(p, true);
     const int first_seeing_row = p.seqlen_q - p.seqlen_k;
     for (int h = 0; h < p.heads_q; ++h)
         for (int i = 0; i < p.seqlen_q; ++i) {
-            const float lse = r.lse[at_lse(&p, 0, h, i)];
+            const float lse = r.lse[fx_at_lse(&p, 0, h, i)];
             if (i < first_seeing_row) {
                 ck_assert_msg(lse == -INFINITY, "row %d: LSE %g, expected -inf", i, lse);
                 for (int c = 0; c < p.head_dim; ++c) {
-                    ck_assert_float_eq(r.o[at_q(&p, 0, i, h, c)], 0.0f);
-                    ck_assert_float_eq(r.dq[at_q(&p, 0, i, h, c)], 0.0f);
+                    ck_assert_float_eq(r.o[fx_at_q(&p, 0, i, h, c)], 0.0f);
+                    ck_assert_float_eq(r.dq[fx_at_q(&p, 0, i, h, c)], 0.0f);
                 }
             } else {
                 ck_assert_msg(isfinite(lse), "row %d sees a key: LSE %g", i, lse);
             }
             for (int c = 0; c < p.head_dim; ++c) {
-                ck_assert(!isnan(r.o[at_q(&p, 0, i, h, c)]));
-                ck_assert(!isnan(r.dq[at_q(&p, 0, i, h, c)]));
+                ck_assert(!isnan(r.o[fx_at_q(&p, 0, i, h, c)]));
+                ck_assert(!isnan(r.dq[fx_at_q(&p, 0, i, h, c)]));
             }
         }
     for (size_t e = 0; e < fx_numel_kv(&p); ++e) {
         ck_assert(!isnan(r.dk[e]));
         ck_assert(!isnan(r.dv[e]));
     }
-    release(&r);
+    fx_model_release(&r);
 }
 END_TEST
 
@@ -369,16 +198,16 @@ END_TEST
  * wholly masked for it, yet that block is visited for the rows below. */
 START_TEST(a_wholly_masked_block_leaves_a_row_unchanged)
 {
-    fx_problem p = problem(1, 200, 200, 1, 1, 64, true, FX_BF16);
-    run r = run_model(p, false);
+    fx_problem p = fx_test_problem(1, 200, 200, 1, 1, 64, true, FX_BF16);
+    fx_model_run r = run_model(p, false);
     for (int c = 0; c < p.head_dim; ++c)
-        ck_assert_float_eq(r.o[at_q(&p, 0, 0, 0, c)], r.v[at_kv(&p, 0, 0, 0, c)]);
+        ck_assert_float_eq(r.o[fx_at_q(&p, 0, 0, 0, c)], r.v[fx_at_kv(&p, 0, 0, 0, c)]);
     double s = 0.0;
     for (int c = 0; c < p.head_dim; ++c)
-        s += (double)r.q[at_q(&p, 0, 0, 0, c)] * r.k[at_kv(&p, 0, 0, 0, c)];
+        s += (double)r.q[fx_at_q(&p, 0, 0, 0, c)] * r.k[fx_at_kv(&p, 0, 0, 0, c)];
     s *= p.softmax_scale;
-    ck_assert_double_eq_tol(r.lse[at_lse(&p, 0, 0, 0)], s, 1e-5 * fmax(1.0, fabs(s)));
-    release(&r);
+    ck_assert_double_eq_tol(r.lse[fx_at_lse(&p, 0, 0, 0)], s, 1e-5 * fmax(1.0, fabs(s)));
+    fx_model_release(&r);
 }
 END_TEST
 
@@ -388,16 +217,16 @@ END_TEST
  * by computing both in one pass over head_dim. */
 START_TEST(a_single_key_gives_exactly_zero_dq_and_dk)
 {
-    fx_problem p = problem(1, 1, 1, 1, 1, 40, false, FX_FP16);
+    fx_problem p = fx_test_problem(1, 1, 1, 1, 1, 40, false, FX_FP16);
     p.dist = FX_DIST_LARGE_LOGITS;
-    run r = run_model(p, true);
+    fx_model_run r = run_model(p, true);
     for (int c = 0; c < p.head_dim; ++c) {
         ck_assert_float_eq(r.o[c], r.v[c]);
         ck_assert_float_eq(r.dq[c], 0.0f);
         ck_assert_float_eq(r.dk[c], 0.0f);
         ck_assert_float_eq(r.dv[c], r.dout[c]);
     }
-    release(&r);
+    fx_model_release(&r);
 }
 END_TEST
 
