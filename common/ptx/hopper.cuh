@@ -1,0 +1,571 @@
+/*
+ * hopper.cuh — thin inline-PTX wrappers for the Hopper stages: mbarriers and TMA (stage 04),
+ * wgmma (stage 05), setmaxnreg and named barriers (stage 06).
+ *
+ * Each wrapper is one PTX instruction (a predicate operand may need one setp/selp beside
+ * it); its comment names the PTX ISA section that defines it
+ * (https://docs.nvidia.com/cuda/parallel-thread-execution/, section numbers of PTX ISA 9.0),
+ * the stage that introduces it and the units of its operands. Shared-memory operands are
+ * 32-bit shared-window addresses (fx_smem_addr, from mma_sm80.cuh), as in mma_sm80.cuh.
+ *
+ * Architectures:
+ *   - Everything here needs sm_90 or later: a device pass for an older architecture stops
+ *     with #error below (the portable stages 01-03 never include this file).
+ *   - wgmma and setmaxnreg exist only on the "architecture-specific" target sm_90a
+ *     (nvcc -gencode=arch=compute_90a,code=sm_90a, which defines __CUDA_ARCH_FEAT_SM90_ALL).
+ *     In a device pass for plain sm_90 those wrappers are declared deleted, so a call to one
+ *     fails to compile at the call with a pointer to the reason written beside them, instead
+ *     of failing later in ptxas ("not supported on .target sm_90").
+ *   - The host pass (no __CUDA_ARCH__) sees every declaration, so kernels parse there.
+ *
+ * Debug builds (FX_DEBUG_HANGS defined; CMAKE_BUILD_TYPE=Debug defines it for fx_common and
+ * every target that links it): every fx_mbarrier_wait is bounded by FX_HANG_BUDGET_CYCLES
+ * and then prints the barrier, the phase it waited for and the block, and traps (DESIGN.md,
+ * "Hangs": a phase bug must cost seconds, not a lease).
+ */
+#ifndef FX_PTX_HOPPER_CUH
+#define FX_PTX_HOPPER_CUH
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "common/ptx/hopper.cuh needs sm_90 or later (TMA, mbarrier try_wait, wgmma): build the Hopper stages with -gencode=arch=compute_90a,code=sm_90a"
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda.h> /* CUtensorMap (a type only: nothing here calls the driver) */
+
+#include "mma_sm80.cuh" /* fx_smem_addr */
+
+/* True in every pass where the sm_90a-only instructions (wgmma, setmaxnreg) may be used:
+ * the host pass, and a device pass for sm_90a. */
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FX_PTX_HAS_SM90A 1
+#else
+#define FX_PTX_HAS_SM90A 0
+#endif
+
+/* =================================================================================
+ * Stage 04 — mbarrier: a shared-memory barrier with a phase and a transaction count
+ * PTX ISA §9.7.13.15 "Parallel Synchronization and Communication Instructions: mbarrier".
+ *
+ * An mbarrier is a 64-bit object in shared memory (8-byte aligned). Its current phase
+ * completes when the pending arrival count reaches 0 AND the pending transaction count
+ * (tx-count, bytes announced by expect_tx minus bytes delivered by TMA's complete_tx) is 0;
+ * the phase then flips and the counts reload. Waiters name the phase by its parity (0, 1):
+ * a loop that reuses a barrier flips its expected parity once per use.
+ * ============================================================================== */
+
+/* mbarrier.init.shared::cta.b64 [bar], count;   (§9.7.13.15.9; stage 04)
+ * count: number of arrivals that complete a phase, in [1, 2^20 - 1]. Phase 0, tx-count 0.
+ * One thread initialises; publish it with fx_fence_mbarrier_init() and a CTA (or cluster)
+ * barrier before any other thread or a TMA uses it. */
+static __device__ __forceinline__ void fx_mbarrier_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+
+/* fence.mbarrier_init.release.cluster;   (§9.7.13.4 "membar / fence"; stage 04)
+ * Orders this thread's earlier mbarrier.init before its later release operations at
+ * cluster scope, so a TMA completing bytes on the barrier, or another CTA of the cluster
+ * arriving on it, sees it initialised. The ISA defines this fence only with .release.cluster
+ * (".op_restrict = { .mbarrier_init }"); there is no .cta form. A launch without clusters
+ * is a cluster of one CTA, so the same fence serves; the bar.sync (__syncthreads) after it
+ * is what publishes the initialised barrier to the other threads of the CTA. */
+static __device__ __forceinline__ void fx_fence_mbarrier_init(void)
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], bytes;   (§9.7.13.15.13; stage 04)
+ * expect-tx(bytes) then one arrival: the producer announces how many bytes its TMA loads
+ * will deliver to this phase (the sum of the boxes' sizes), then arrives. bytes < 2^20. */
+static __device__ __forceinline__ void fx_mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+
+/* mbarrier.arrive.shared::cta.b64 _, [bar];   (§9.7.13.15.13; stage 04)
+ * One arrival with release semantics (the default .release.cta): a consumer tells the
+ * producer that it is done reading a buffer (the "empty" barrier of a pipeline stage). */
+static __device__ __forceinline__ void fx_mbarrier_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+
+/* mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;   (§9.7.13.15.16; stage 04)
+ * True when the phase with this parity (0 or 1) has completed. It may suspend the thread
+ * for a system-dependent time before answering false, so a loop around it does not spin
+ * hot. With its default .acquire semantics a true answer makes the completed phase's
+ * data visible: the TMA bytes (complete_tx) and the arrivals' earlier writes. */
+static __device__ __forceinline__ bool fx_mbarrier_try_wait_parity(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 "  .reg .pred p;\n"
+                 "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "  selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done != 0;
+}
+
+/* The debug budget of one wait, in SM clock cycles (clock64): 2^32 is about 2.2 s at
+ * the H200's 1.98 GHz boost clock. A correct pipeline waits microseconds. */
+#ifndef FX_HANG_BUDGET_CYCLES
+#define FX_HANG_BUDGET_CYCLES (1ll << 32)
+#endif
+
+/* Waits until the phase with this parity of the barrier at `bar` has completed.
+ * Release builds: a plain try_wait loop. Debug builds (FX_DEBUG_HANGS): after
+ * FX_HANG_BUDGET_CYCLES the thread prints the barrier's shared address, the parity it
+ * waited for, its block and thread, and traps; the launch then fails with
+ * cudaErrorLaunchFailure instead of hanging (the message reaches the host the way a
+ * device-side assert's does). */
+static __device__ __forceinline__ void fx_mbarrier_wait(uint32_t bar, uint32_t parity)
+{
+#ifdef FX_DEBUG_HANGS
+    const long long start = clock64();
+    while (!fx_mbarrier_try_wait_parity(bar, parity)) {
+        if (clock64() - start > FX_HANG_BUDGET_CYCLES) {
+            printf("fx_mbarrier_wait: hang: mbarrier at smem 0x%x never completed the phase "
+                   "with parity %u; block (%d,%d,%d) thread %d\n",
+                   bar, parity, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z,
+                   (int)threadIdx.x);
+            __trap();
+        }
+    }
+#else
+    while (!fx_mbarrier_try_wait_parity(bar, parity)) {
+    }
+#endif
+}
+
+/* =================================================================================
+ * Stage 04 — proxy fence: generic writes before async-proxy reads
+ * PTX ISA §9.7.13.4 "membar / fence" (fence.proxy), §9.7.9.25.2 and §9.7.15.4 "Async Proxy".
+ * ============================================================================== */
+
+/* fence.proxy.async.shared::cta;   (stage 04; wgmma uses it from stage 05)
+ * TMA (cp.async.bulk) and wgmma read shared memory through the async proxy. Ordinary
+ * st.shared writes (the generic proxy) are not ordered with those reads unless this
+ * fence sits between them: after writing an smem tile that a TMA store or a wgmma will
+ * read (the O epilogue, P written to smem), each writing thread fences, then the threads
+ * synchronise, then one thread issues the async operation. */
+static __device__ __forceinline__ void fx_fence_proxy_async_smem(void)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* =================================================================================
+ * Stage 04 — TMA: tiled tensor copies between global and shared memory
+ * PTX ISA §9.7.9.25.5.2 "Data Movement and Conversion Instructions: cp.async.bulk.tensor";
+ * the tensor map: §5.5.8 "Tensor-map" (encoded on the host by common/fx_tma.c).
+ *
+ * `map` is the generic address of the CUtensorMap, which must live in the kernel's
+ * parameter space: pass it as `const __grid_constant__ CUtensorMap map` and hand &map
+ * here (a copy in registers or local memory is not a valid tensor map). Coordinates are
+ * element indices (s32), innermost dimension first: {c0 = column, c1 = row, ...} in the
+ * order of the map's global dimensions; a box that reaches past the tensor's edge is
+ * filled with zeros (the map's OOB fill), and still delivers its full size in bytes.
+ * dst is a shared address aligned to 128 bytes (1024 for a 128B-swizzled box that wgmma
+ * reads, so the swizzle pattern starts at an atom: fx_wgmma_desc_* assume it).
+ * ============================================================================== */
+
+/* cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+ *     [dst], [map, {c0, c1}], [bar];   (stage 04)
+ * One box from global to this CTA's shared memory; on arrival the bytes are counted
+ * against bar's tx-count (complete_tx), which the producer announced with expect_tx. */
+static __device__ __forceinline__ void fx_tma_load_2d(uint32_t dst, const CUtensorMap *map,
+                                                      uint32_t bar, int32_t c0, int32_t c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4}], [%2];\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
+                 : "memory");
+}
+
+/* The same, 3D: {c0, c1, c2}.   (stage 04) */
+static __device__ __forceinline__ void fx_tma_load_3d(uint32_t dst, const CUtensorMap *map,
+                                                      uint32_t bar, int32_t c0, int32_t c1,
+                                                      int32_t c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+
+/* The same, 4D: {c0, c1, c2, c3}. Q, K, V as [batch, seqlen, heads, head_dim] are 4D maps
+ * with c0 = head_dim column, c1 = head, c2 = sequence row, c3 = batch (fx_tma.h). (stage 04) */
+static __device__ __forceinline__ void fx_tma_load_4d(uint32_t dst, const CUtensorMap *map,
+                                                      uint32_t bar, int32_t c0, int32_t c1,
+                                                      int32_t c2, int32_t c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2),
+                    "r"(c3)
+                 : "memory");
+}
+
+/* cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster
+ *     [dst], [map, {c0, c1, c2, c3}], [bar], cta_mask;   (stage 04; used with clusters)
+ * One global read, delivered to the same smem offset `dst` in every CTA of the cluster
+ * whose bit (%cluster_ctarank) is set in the 16-bit cta_mask, and complete_tx signalled on
+ * the barrier at the same offset `bar` in each of them. The kernel must be launched with a
+ * cluster; each receiving CTA's barrier must expect the bytes. Other ranks: same form. */
+static __device__ __forceinline__ void fx_tma_load_4d_multicast(uint32_t dst,
+                                                                const CUtensorMap *map,
+                                                                uint32_t bar, uint16_t cta_mask,
+                                                                int32_t c0, int32_t c1,
+                                                                int32_t c2, int32_t c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%4, %5, %6, %7}], [%2], %3;\n"
+                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "h"(cta_mask), "r"(c0), "r"(c1),
+                    "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+/* cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [map, {c0, c1}], [src];   (stage 04)
+ * One box from this CTA's shared memory to global (the O epilogue). The smem tile was
+ * written by ordinary stores: fx_fence_proxy_async_smem() by every writer and a barrier
+ * must come first. Elements of the box outside the tensor are not written. Completion is
+ * tracked by bulk async-groups: fx_tma_store_commit(), then fx_tma_store_wait_read<N>()
+ * before the smem is overwritten, in the issuing thread. */
+static __device__ __forceinline__ void fx_tma_store_2d(const CUtensorMap *map, uint32_t src,
+                                                       int32_t c0, int32_t c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+
+/* The same, 3D.   (stage 04) */
+static __device__ __forceinline__ void fx_tma_store_3d(const CUtensorMap *map, uint32_t src,
+                                                       int32_t c0, int32_t c1, int32_t c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
+                 " [%0, {%2, %3, %4}], [%1];\n"
+                 :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+/* The same, 4D (O as [batch, seqlen_q, heads_q, head_dim]).   (stage 04) */
+static __device__ __forceinline__ void fx_tma_store_4d(const CUtensorMap *map, uint32_t src,
+                                                       int32_t c0, int32_t c1, int32_t c2,
+                                                       int32_t c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n"
+                 :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+/* cp.async.bulk.commit_group;   (§9.7.9.25.6.1; stage 04)
+ * Closes this thread's bulk async-group: the TMA stores issued since the last commit. */
+static __device__ __forceinline__ void fx_tma_store_commit(void)
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/* cp.async.bulk.wait_group.read N;   (§9.7.9.25.6.2; stage 04)
+ * Waits until at most N of this thread's bulk groups still READ their source: after it the
+ * smem they came from may be overwritten (the writes to global may still be in flight). */
+template <int N>
+static __device__ __forceinline__ void fx_tma_store_wait_read(void)
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+}
+
+/* cp.async.bulk.wait_group N;   (§9.7.9.25.6.2; stage 04)
+ * Waits until at most N of this thread's bulk groups are pending at all, writes to global
+ * included and visible to this thread. */
+template <int N>
+static __device__ __forceinline__ void fx_tma_store_wait(void)
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+/* =================================================================================
+ * Stage 06 (and 07) — named barriers and leader election
+ * PTX ISA §9.7.13.1 "bar, barrier" and §9.7.13.14 "elect.sync".
+ *
+ * A CTA has 16 hardware barriers, ids 0..15. Id 0 is the one __syncthreads() uses
+ * (bar.sync 0 over all threads): never pass 0 with a partial thread count. The stages
+ * number their named barriers from 1. num_threads counts threads (not warps) and must be a
+ * multiple of 32; every participating warp must use the same id and count.
+ * ============================================================================== */
+
+/* bar.sync id, num_threads;   (§9.7.13.1; stage 06)
+ * Arrive and wait until num_threads threads have arrived at barrier `id`. Memory writes
+ * before it are visible to the participants after it. */
+static __device__ __forceinline__ void fx_named_barrier_sync(uint32_t id, uint32_t num_threads)
+{
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(num_threads) : "memory");
+}
+
+/* bar.arrive id, num_threads;   (§9.7.13.1; stage 06, the pingpong of stage 07)
+ * Arrive without waiting: the signalling side of a producer/consumer handshake whose other
+ * side calls fx_named_barrier_sync with the same id and count (the count includes both). */
+static __device__ __forceinline__ void fx_named_barrier_arrive(uint32_t id, uint32_t num_threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(num_threads) : "memory");
+}
+
+/* elect.sync _|p, 0xffffffff;   (§9.7.13.14; stage 06)
+ * True in exactly one lane of the (converged, full) warp, the same lane every time: the
+ * lane that issues TMA for the producer warp, without assuming which lane it is. All 32
+ * lanes must execute it. */
+static __device__ __forceinline__ bool fx_elect_one(void)
+{
+    uint32_t elected;
+    asm volatile("{\n"
+                 "  .reg .pred p;\n"
+                 "  elect.sync _|p, 0xffffffff;\n"
+                 "  selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(elected));
+    return elected != 0;
+}
+
+/* =================================================================================
+ * Stage 05 — wgmma: warpgroup matrix multiply-accumulate, operands from shared memory
+ * PTX ISA §9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions":
+ * §9.7.15.5.2 wgmma.mma_async; §9.7.15.7 wgmma.fence / commit_group / wait_group;
+ * fragments in §9.7.15.5.1.1; descriptors in §9.7.15.5.1.2 (common/ptx/wgmma_desc.h).
+ *
+ * A warpgroup is 4 consecutive warps (128 threads, the first warp's index a multiple of 4).
+ * Every wgmma instruction here must be executed by all 128 threads with the same
+ * descriptors. The pattern is:
+ *     fx_wgmma_fence();                  registers/smem written before are ready
+ *     fx_wgmma_m64n64k16_ss_bf16(...);   one or more, asynchronous
+ *     fx_wgmma_commit();                 they form one group
+ *     fx_wgmma_wait<0>();                the group is done; the accumulators may be read
+ * sm_90a only (see the top of this file).
+ * ============================================================================== */
+#if FX_PTX_HAS_SM90A
+
+/* wgmma.fence.sync.aligned;   (§9.7.15.7.1; stage 05)
+ * Orders this warpgroup's earlier accesses to the accumulator and A-fragment registers
+ * before the wgmma.mma_async that follows. Required before the first wgmma, and after
+ * other instructions touched those registers (the softmax rescaling O, P written into
+ * the A fragments); back-to-back wgmma of the same shape on one accumulator need none.
+ * It does not order shared memory: operands written by ordinary stores need
+ * fx_fence_proxy_async_smem() (the async proxy fence the ISA asks for) as well. */
+static __device__ __forceinline__ void fx_wgmma_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+/* wgmma.commit_group.sync.aligned;   (§9.7.15.7.2; stage 05)
+ * Closes the group of this warpgroup's wgmma.mma_async issued since the last commit. */
+static __device__ __forceinline__ void fx_wgmma_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/* wgmma.wait_group.sync.aligned N;   (§9.7.15.7.3; stage 05)
+ * Waits until at most N committed groups are pending: N = 0 waits for all, N = 1 lets the
+ * last group (the next S = QKᵀ, say) run on while the previous one's results are used. */
+template <int N>
+static __device__ __forceinline__ void fx_wgmma_wait(void)
+{
+    static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes an immediate N in 0..7");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+
+/* Not an instruction: tells the compiler that the accumulator registers may change behind
+ * its back, so it neither reads them before fx_wgmma_wait() nor moves their writes past
+ * fx_wgmma_fence(). Call it on the accumulators right after issuing and right after waiting. */
+template <int N>
+static __device__ __forceinline__ void fx_wgmma_fence_operand(float (&d)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+        asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+/* wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+ *     d, a-desc, b-desc, scale-d, 1, 1, trans-a, trans-b;   (§9.7.15.5.2; stage 05)
+ * "SS": D(64×64, fp32) = A(64×16) · B(16×64) + (accumulate ? D : 0), A and B in shared
+ * memory described by 64-bit matrix descriptors (wgmma_desc.h).
+ *   d:          the 32 fp32 accumulators of this thread (N/2 of them for m64nNk16); thread
+ *               t of the warpgroup, warp w = t/32, lane l, index i = v0 + 2·v1 + 4·v2 holds
+ *               D[16w + l/4 + 8·v1][2·(l%4) + v0 + 8·v2] (§9.7.15.5.1.1, "Accumulator D").
+ *   accumulate: the scale-d predicate; false overwrites D (the first k-slice of S = QKᵀ).
+ *   TransA/B:   0 = K-major (K contiguous: Q, K for S = QKᵀ), 1 = M-/N-major (V for O = PV).
+ * The scale-a/scale-b immediates are fixed at 1 (no negation).
+ *
+ * Adding another N (8..256, step 8) is mechanical: copy the wrapper, write n<N> into the
+ * opcode, make d a float[N/2], list "%0 .. %(N/2-1)" in the braces and N/2 "+f" operands,
+ * and renumber the rest: a-desc %(N/2), b-desc %(N/2+1), the accumulate flag %(N/2+2),
+ * the trans immediates after it. The accumulator count is what the register budget pays:
+ * N = 256 is 128 registers per thread. */
+template <int TransA, int TransB>
+static __device__ __forceinline__ void fx_wgmma_m64n64k16_ss_bf16(float (&d)[32], uint64_t desc_a,
+                                                                 uint64_t desc_b, bool accumulate)
+{
+    static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
+                  "wgmma transpose immediates are 0 or 1");
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %34, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, %35, %36;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+          "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate), "n"(TransA), "n"(TransB));
+}
+
+/* The same with fp16 inputs: ...m64n64k16.f32.f16.f16 (fp32 accumulators).   (stage 05) */
+template <int TransA, int TransB>
+static __device__ __forceinline__ void fx_wgmma_m64n64k16_ss_fp16(float (&d)[32], uint64_t desc_a,
+                                                                 uint64_t desc_b, bool accumulate)
+{
+    static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
+                  "wgmma transpose immediates are 0 or 1");
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %34, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, %35, %36;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+          "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate), "n"(TransA), "n"(TransB));
+}
+
+/* wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+ *     d, {a0, a1, a2, a3}, b-desc, scale-d, 1, 1, trans-b;   (§9.7.15.5.2; stage 05)
+ * "RS": A comes from registers — P for O = PV, never written to shared memory. Each
+ * thread holds four b32 registers of two bf16 each (low half = lower column), laid out
+ * like mma.sync m16n8k16's A fragment per warp: warp w owns rows 16w..16w+15; with
+ * g = lane/4, t = lane%4: a0 = A[16w+g][2t, 2t+1], a1 = A[16w+g+8][2t, 2t+1],
+ * a2 = A[16w+g][2t+8, 2t+9], a3 = A[16w+g+8][2t+8, 2t+9] (§9.7.15.5.1.1, Figure
+ * "WGMMA .m64nNk16 register fragment layout for matrix A"). There is no trans-a.
+ * Other N: as for the SS form; here b-desc is %(N/2+4), the flag %(N/2+5). */
+template <int TransB>
+static __device__ __forceinline__ void fx_wgmma_m64n64k16_rs_bf16(float (&d)[32],
+                                                                 const uint32_t (&a)[4],
+                                                                 uint64_t desc_b, bool accumulate)
+{
+    static_assert(TransB == 0 || TransB == 1, "wgmma transpose immediates are 0 or 1");
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %37, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+          "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
+          "n"(TransB));
+}
+
+/* The same with fp16 inputs: ...m64n64k16.f32.f16.f16, A as f16x2 registers.   (stage 05) */
+template <int TransB>
+static __device__ __forceinline__ void fx_wgmma_m64n64k16_rs_fp16(float (&d)[32],
+                                                                 const uint32_t (&a)[4],
+                                                                 uint64_t desc_b, bool accumulate)
+{
+    static_assert(TransB == 0 || TransB == 1, "wgmma transpose immediates are 0 or 1");
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %37, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+          "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
+          "n"(TransB));
+}
+
+/* =================================================================================
+ * Stage 06 — setmaxnreg: move registers between the warpgroups of a CTA
+ * PTX ISA §9.7.19.5 "Miscellaneous Instructions: setmaxnreg" (sm_90a).
+ *
+ * The producer warpgroup, which only issues TMA, gives registers back (dec to 24 or 32);
+ * the consumer warpgroups, which hold the accumulators, take them (inc to 240 or 160).
+ * All 4 warps of a warpgroup execute the same instruction. ptxas honours it only when the
+ * kernel has a register cap at entry (__launch_bounds__(threads, 1) or -maxrregcount);
+ * otherwise it ignores it with warning C7508, which tests/ptx/check_ptxas.sh fails on.
+ * ============================================================================== */
+
+/* setmaxnreg.inc.sync.aligned.u32 N;   (stage 06)
+ * Raise this warp's per-thread register maximum to N (blocks until the CTA's pool has them;
+ * the new registers start undefined). N: multiple of 8 in 24..256, >= the current maximum. */
+template <int N>
+static __device__ __forceinline__ void fx_setmaxnreg_inc(void)
+{
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256,
+                  "setmaxnreg takes a register count that is a multiple of 8 in 24..256");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N));
+}
+
+/* setmaxnreg.dec.sync.aligned.u32 N;   (stage 06)
+ * Lower this warp's per-thread register maximum to N, returning the rest to the CTA's
+ * pool. N: multiple of 8 in 24..256, <= the current maximum. */
+template <int N>
+static __device__ __forceinline__ void fx_setmaxnreg_dec(void)
+{
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256,
+                  "setmaxnreg takes a register count that is a multiple of 8 in 24..256");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N));
+}
+
+#else /* a device pass for sm_90 without the 'a' features */
+
+/* wgmma and setmaxnreg exist only on sm_90a: compile this translation unit with
+ * -gencode=arch=compute_90a,code=sm_90a (which defines __CUDA_ARCH_FEAT_SM90_ALL).
+ * A call to any of these names lands here, on a deleted declaration. */
+static __device__ void fx_wgmma_fence(void) = delete;
+static __device__ void fx_wgmma_commit(void) = delete;
+template <int N> static __device__ void fx_wgmma_wait(void) = delete;
+template <int N> static __device__ void fx_wgmma_fence_operand(float (&d)[N]) = delete;
+template <int TransA, int TransB>
+static __device__ void fx_wgmma_m64n64k16_ss_bf16(float (&)[32], uint64_t, uint64_t, bool) = delete;
+template <int TransA, int TransB>
+static __device__ void fx_wgmma_m64n64k16_ss_fp16(float (&)[32], uint64_t, uint64_t, bool) = delete;
+template <int TransB>
+static __device__ void fx_wgmma_m64n64k16_rs_bf16(float (&)[32], const uint32_t (&)[4], uint64_t,
+                                                  bool) = delete;
+template <int TransB>
+static __device__ void fx_wgmma_m64n64k16_rs_fp16(float (&)[32], const uint32_t (&)[4], uint64_t,
+                                                  bool) = delete;
+template <int N> static __device__ void fx_setmaxnreg_inc(void) = delete;
+template <int N> static __device__ void fx_setmaxnreg_dec(void) = delete;
+
+#endif /* FX_PTX_HAS_SM90A */
+
+#endif
