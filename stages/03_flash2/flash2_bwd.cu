@@ -930,6 +930,8 @@ static fx_flash2_tiles bwd_tiles(void)
     return t;
 }
 
+extern "C" void fx_flash2_fwd_tiles(int head_dim, int *block_m, int *block_n);
+
 extern "C" fx_flash2_tiles fx_flash2_tiles_for(int head_dim, bool backward)
 {
     fx_flash2_tiles t = {0, 0};
@@ -942,15 +944,7 @@ extern "C" fx_flash2_tiles fx_flash2_tiles_for(int head_dim, bool backward)
         default: return t;
         }
     }
-    // The forward's tiles are ConfigD64..ConfigD256 of flash2_fwd.cu (kBlockM × kBlockN);
-    // the forward file keeps its configuration to itself, so they are repeated here and
-    // must change with it.
-    switch (head_dim) {
-    case 64: t.block_m = 128; t.block_n = 64; break;
-    case 96: t.block_m = 128; t.block_n = 64; break;
-    case 128: t.block_m = 128; t.block_n = 32; break;
-    case 256: t.block_m = 128; t.block_n = 64; break;
-    default: break;
-    }
+    // The forward's tiles come from flash2_fwd.cu, which owns its configuration.
+    fx_flash2_fwd_tiles(head_dim, &t.block_m, &t.block_n);
     return t;
 }

@@ -746,6 +746,20 @@ static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
            l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
 }
 
+/* The forward's kBlockM × kBlockN per head_dim, for the CPU model and its tests (stored
+ * as ints: block_m, block_n of fx_flash2_tiles, flash2_model.h); {0, 0} for a head_dim
+ * the stage does not build. */
+extern "C" void fx_flash2_fwd_tiles(int head_dim, int *block_m, int *block_n)
+{
+    switch (head_dim) {
+    case 64: *block_m = ConfigD64::kBlockM; *block_n = ConfigD64::kBlockN; return;
+    case 96: *block_m = ConfigD96::kBlockM; *block_n = ConfigD96::kBlockN; return;
+    case 128: *block_m = ConfigD128::kBlockM; *block_n = ConfigD128::kBlockN; return;
+    case 256: *block_m = ConfigD256::kBlockM; *block_n = ConfigD256::kBlockN; return;
+    default: *block_m = 0; *block_n = 0; return;
+    }
+}
+
 extern "C" size_t fx_flash2_fwd_smem_bytes(int head_dim)
 {
     switch (head_dim) {
