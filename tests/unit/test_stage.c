@@ -1,0 +1,116 @@
+/*
+ * test_stage.c — the capability checks every stage program runs before any kernel
+ * (fx_stage.h: fx_stage_supports, fx_caps_describe): a problem outside a stage's
+ * capabilities is refused with 2 and a message that names the limit.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_problem.h"
+#include "fx_stage.h"
+
+static cudaError_t no_launch(const fx_fwd_args *a) { (void)a; return cudaSuccess; }
+static cudaError_t no_launch_bwd(const fx_bwd_args *a) { (void)a; return cudaSuccess; }
+
+/* A stage like 03: head_dim 64/128, bf16 only, causal, no GQA, a backward. */
+static const fx_stage listed = {
+    .id = "99_listed",
+    .summary = "a test stage with a list of head dims",
+    .caps = {.head_dims = {64, 128}, .n_head_dims = 2, .dtypes = FX_DTYPE_BIT(FX_BF16),
+             .causal = true, .gqa = false, .backward = true, .min_sm = 80},
+    .forward = no_launch,
+    .backward = no_launch_bwd,
+};
+
+/* A stage with a range: any multiple of 8 up to 128, both dtypes, no causal, no backward. */
+static const fx_stage ranged = {
+    .id = "98_ranged",
+    .summary = "a test stage with a head_dim range",
+    .caps = {.head_dim_multiple = 8, .head_dim_max = 128,
+             .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16), .causal = false,
+             .gqa = true, .backward = false, .min_sm = 90, .sm90a_only = true,
+             .limits = "a limit in words"},
+    .forward = no_launch,
+};
+
+static fx_problem small(int head_dim)
+{
+    fx_problem p = fx_problem_default();
+    p.batch = 1;
+    p.seqlen_q = p.seqlen_k = 64;
+    p.heads_q = p.heads_kv = 2;
+    p.head_dim = head_dim;
+    char why[256];
+    ck_assert_msg(fx_problem_validate(&p, why, sizeof why) == 0, "%s", why);
+    return p;
+}
+
+static void assert_refused(const fx_stage *s, fx_problem p, bool backward, const char *needle)
+{
+    char why[512] = "";
+    ck_assert_int_eq(fx_stage_supports(s, &p, backward, why, sizeof why), 2);
+    ck_assert_msg(strstr(why, needle) != NULL, "message '%s' does not name '%s'", why, needle);
+    ck_assert_msg(strstr(why, s->id) != NULL, "message '%s' does not name the stage", why);
+}
+
+START_TEST(a_problem_inside_the_capabilities_is_accepted)
+{
+    char why[256];
+    fx_problem p = small(128);
+    p.causal = true;
+    ck_assert_int_eq(fx_stage_supports(&listed, &p, true, why, sizeof why), 0);
+    fx_problem r = small(40);
+    r.dtype = FX_FP16;
+    r.heads_q = 4;
+    ck_assert_int_eq(fx_stage_supports(&ranged, &r, false, why, sizeof why), 0);
+}
+END_TEST
+
+START_TEST(each_limit_is_refused_by_name)
+{
+    assert_refused(&listed, small(96), false, "head_dim 96");
+    assert_refused(&ranged, small(136), false, "head_dim 136");
+    fx_problem fp16 = small(64);
+    fp16.dtype = FX_FP16;
+    assert_refused(&listed, fp16, false, "fp16");
+    fx_problem causal = small(64);
+    causal.causal = true;
+    assert_refused(&ranged, causal, false, "causal");
+    fx_problem gqa = small(64);
+    gqa.heads_q = 4;
+    assert_refused(&listed, gqa, false, "GQA");
+    assert_refused(&ranged, small(64), true, "no backward");
+}
+END_TEST
+
+START_TEST(the_description_lists_every_capability)
+{
+    char buf[1024];
+    fx_caps_describe(&listed, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "64/128"));
+    ck_assert_ptr_nonnull(strstr(buf, "bf16"));
+    ck_assert_ptr_null(strstr(buf, "fp16"));
+    ck_assert_ptr_nonnull(strstr(buf, "sm_80 or newer"));
+    fx_caps_describe(&ranged, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "multiples of 8 up to 128"));
+    ck_assert_ptr_nonnull(strstr(buf, "bf16/fp16"));
+    ck_assert_ptr_nonnull(strstr(buf, "sm_90a (Hopper) only"));
+    ck_assert_ptr_nonnull(strstr(buf, "a limit in words"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("stage capabilities");
+    TCase *tc = tcase_create("supports");
+    tcase_add_test(tc, a_problem_inside_the_capabilities_is_accepted);
+    tcase_add_test(tc, each_limit_is_refused_by_name);
+    tcase_add_test(tc, the_description_lists_every_capability);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
