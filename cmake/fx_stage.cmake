@@ -4,8 +4,10 @@
 # `const fx_stage fx_stage_<ID>`, and the program bin/stage_<ID>: the shared main
 # (common/fx_main.c) linked with this stage and the stages it checks against, listed
 # in reading order, this stage last (DESIGN.md, "Stage map"). HOPPER stages build
-# for sm_90a only; the others for FX_CUDA_ARCHS. Registers the GPU matrix test
-# gpu_<ID> (label gpu) and the ptxas-report test ptx_<ID> (label ptx).
+# for sm_90a only; the others for FX_CUDA_ARCHS. Also builds the stage's PTX and
+# ptxas resource report (build/ptx/<ID>.ptx, <ID>.ptxas.txt, target ptxas_<ID>) and
+# appends ID to the global property FX_STAGES, from which tests/CMakeLists.txt
+# registers the GPU matrix test gpu_<ID> (label gpu) and the ptx test ptx_<ID> (label ptx).
 function(fx_add_stage)
   cmake_parse_arguments(S "HOPPER" "ID" "SOURCES;CHECKS" ${ARGN})
   set(lib fx_stage_${S_ID})
@@ -60,15 +62,16 @@ int main(int argc, char **argv)
   list(FILTER cu_sources INCLUDE REGEX "\\.cu$")
   set(report ${CMAKE_BINARY_DIR}/ptx/${S_ID}.ptxas.txt)
   set(ptx ${CMAKE_BINARY_DIR}/ptx/${S_ID}.ptx)
-  set(cmds "")
-  # Shell redirections need a shell: each compile runs under `sh -c`.
+  # Shell redirections need a shell: each compile runs under `sh -c`. The ptxas report
+  # is nvcc's stderr, so a failed compile shows the report (its errors) before failing
+  # (no ';' in the commands: ${cmds} is a CMake list).
   set(nvcc_flags "-std=c++17 ${ptx_arch} -I${PROJECT_SOURCE_DIR}/common")
   set(cmds "")
   foreach(src IN LISTS cu_sources)
     get_filename_component(base ${src} NAME_WE)
     set(out ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base})
     list(APPEND cmds
-      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}'"
+      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}' || (cat '${report}' >&2 && false)"
       COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -ptx -o '${out}.ptx' '${src}' && cat '${out}.ptx' >> '${ptx}'")
   endforeach()
   add_custom_command(OUTPUT ${report} ${ptx}

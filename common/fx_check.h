@@ -6,8 +6,8 @@
  *     max|stage - ref| <= FX_PASS_FACTOR · max|emu - ref| + slack,
  * where emu is the CPU emulation in the stage's dtype (fx_reference.h) and slack
  * is one unit in the last place of the dtype at the reference's largest magnitude,
- * never below FX_ACCUM_SLACK (for LSE, kept in fp32: FX_LSE_REL_SLACK relative). Any NaN fails, and a
- * -inf LSE must be matched exactly.
+ * never below FX_ACCUM_SLACK (for LSE, kept in fp32: FX_LSE_REL_SLACK relative). Any
+ * NaN fails, and a -inf LSE must be matched exactly.
  */
 #ifndef FX_CHECK_H
 #define FX_CHECK_H
@@ -28,7 +28,8 @@ extern "C" {
  * subnormal, while a stage that sums D = rowsum(dO∘O) and dP = dO·Vᵀ in different
  * orders in fp32 (CUDA cores against tensor cores) keeps a residue of about
  * FLT_EPSILON·Σ|terms|, measured up to 3e-6 on the matrix's large-logit cases. The
- * floor is below one ulp of any bf16 value above 2^-9 and any fp16 value above 2^-6. */
+ * floor is one ulp of a bf16 value in [2^-9, 2^-8) or an fp16 value in [2^-6, 2^-5),
+ * and below the ulp of any larger one. */
 #define FX_ACCUM_SLACK 0x1p-16
 
 typedef struct fx_err {

@@ -115,35 +115,40 @@ int fx_sm_clock_mhz(int ordinal)
     return (int)mhz;
 }
 
-/* Median of n values (n small): insertion sort of a copy. */
+/* The L2 size assumed when the device reports none: above the 50 MiB of an H100/H200. */
+#define FX_TIME_L2_FALLBACK_BYTES ((size_t)64 << 20)
+
+/* Median of x[0..n), 1 <= n <= FX_TIME_MAX_REPEATS, and its extremes: insertion sort
+ * of a copy (n is small). */
 static double median(const float *x, int n, double *lo, double *hi)
 {
-    float tmp[1024];
-    int m = n < 1024 ? n : 1024;
-    memcpy(tmp, x, (size_t)m * sizeof *tmp);
-    for (int i = 1; i < m; ++i)
+    float tmp[FX_TIME_MAX_REPEATS];
+    memcpy(tmp, x, (size_t)n * sizeof *tmp);
+    for (int i = 1; i < n; ++i)
         for (int j = i; j > 0 && tmp[j - 1] > tmp[j]; --j) {
             float t = tmp[j];
             tmp[j] = tmp[j - 1];
             tmp[j - 1] = t;
         }
     *lo = tmp[0];
-    *hi = tmp[m - 1];
-    return m % 2 ? tmp[m / 2] : 0.5 * (tmp[m / 2 - 1] + tmp[m / 2]);
+    *hi = tmp[n - 1];
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
 cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_bytes, int warmup,
                     int repeats, fx_timing *out)
 {
-    enum { MAX_REPEATS = 1024 }; /* FX_MAX_ITERS of fx_main.h */
-    float ms[MAX_REPEATS];
-    if (repeats > MAX_REPEATS)
-        repeats = MAX_REPEATS;
+    float ms[FX_TIME_MAX_REPEATS];
     memset(out, 0, sizeof *out);
+    if (repeats < 1 || repeats > FX_TIME_MAX_REPEATS) {
+        fprintf(stderr, "fx_time: %d timed calls is outside [1, %d]\n", repeats,
+                FX_TIME_MAX_REPEATS);
+        return cudaErrorInvalidValue;
+    }
 
     /* Writing 2× the L2 evicts the previous call's K, V and O from it, so every timed
      * call reads its inputs from HBM as a first call in a real model would. */
-    size_t flush_bytes = 2 * (l2_bytes ? l2_bytes : ((size_t)64 << 20));
+    size_t flush_bytes = 2 * (l2_bytes ? l2_bytes : FX_TIME_L2_FALLBACK_BYTES);
     void *flush = NULL;
     cudaEvent_t start = NULL, stop = NULL;
     cudaError_t err;

@@ -38,16 +38,24 @@ typedef struct fx_device_info {
  * FX_EXIT_FAIL for any other CUDA error. */
 int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t why_len);
 
-/* FX_REQUIRE_GPU=1 in the environment turns 77 into 1 (the H200 runs use it). */
+/* FX_EXIT_NO_GPU (77), or FX_EXIT_FAIL (1) when FX_REQUIRE_GPU is set in the
+ * environment to anything but "" or "0" (the H200 runs set it to 1). */
 int fx_exit_code_no_gpu(void);
 
 /* Current SM clock in MHz through NVML, loaded with dlopen (no link-time libnvidia-ml),
  * or 0 when NVML is absent. */
 int fx_sm_clock_mhz(int ordinal);
 
-/* Timing with CUDA events (DESIGN.md, "Timing"): `warmup` untimed calls, then
- * `repeats` timed calls, each after an L2 flush (a memset of 2× the L2 size) that
- * is outside the timed region. */
+/* The most timed calls fx_time takes: it keeps every call's time on the stack
+ * (FX_MAX_ITERS, the --iters limit of fx_main.h, is this). */
+#define FX_TIME_MAX_REPEATS 1024
+
+/* Timing with CUDA events (DESIGN.md, "Timing"): `warmup` (>= 0) untimed calls of
+ * fn(ctx), then `repeats` timed calls on `stream`, each after an L2 flush outside the
+ * timed region (a memset of 2× l2_bytes, the L2 size; 0 means unknown: 2× 64 MiB).
+ * out: median, min and max in milliseconds. Returns the first CUDA error (fn's
+ * included), or cudaErrorInvalidValue, named on stderr, when repeats is outside
+ * [1, FX_TIME_MAX_REPEATS]. */
 typedef cudaError_t (*fx_launch_fn)(void *ctx);
 typedef struct fx_timing {
     double median_ms, min_ms, max_ms;

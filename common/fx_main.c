@@ -39,6 +39,10 @@
 #define FX_PREV_ONLY_ULPS 8.0
 /* Above this many FLOPs the CPU model (fp32, a few GFLOP/s per core) takes minutes: say so. */
 #define FX_CPU_MODEL_SLOW_FLOPS 2e10
+/* Streams of fx_rng_u64 (seeded by the problem's seed) that pick the sampled forward
+ * slices and backward groups: apart from the input tensors' streams (fx_host.c). */
+#define FX_RNG_STREAM_FWD_SLICES 99
+#define FX_RNG_STREAM_BWD_GROUPS 98
 
 typedef struct fx_ctx {
     const fx_stage *const *stages;
@@ -46,7 +50,6 @@ typedef struct fx_ctx {
     const fx_stage *self;
     fx_options opt;
     fx_device_info dev;
-    bool have_gpu;
 } fx_ctx;
 
 /* ------------------------------------------------------------------------ */
@@ -276,13 +279,14 @@ done:
 typedef struct fx_fwd_check {
     fx_err o, lse, o_emu, lse_emu;
     double o_bound, lse_bound;
-    bool pass;
+    bool o_pass, lse_pass, pass; /* fx_pass of O, fx_pass_lse of LSE, both */
     size_t rows;
 } fx_fwd_check;
 
 typedef struct fx_bwd_check {
     fx_err g[3], g_emu[3]; /* dQ, dK, dV */
     double bound[3];
+    bool g_pass[3];        /* fx_pass of each */
     bool pass, ran;
     int groups;
 } fx_bwd_check;
@@ -298,7 +302,7 @@ static size_t idx4(int b, int i, int h, int c, int seqlen, int heads, int d)
 /* Chooses the (batch, head) slices and the rows the forward reference evaluates. */
 typedef struct fx_sample {
     int n_slices;
-    int b[64], h[64];
+    int b[FX_MAX_REF_SLICES], h[FX_MAX_REF_SLICES];
     int n_rows;      /* rows per slice */
     int *rows;       /* [n_rows] */
 } fx_sample;
@@ -309,7 +313,7 @@ static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
     double all = per_row * p->seqlen_q * p->batch * p->heads_q;
     int slices_total = p->batch * p->heads_q;
     memset(s, 0, sizeof *s);
-    if (all <= FX_REF_BUDGET_FWD && slices_total <= 64) {
+    if (all <= FX_REF_BUDGET_FWD && slices_total <= FX_MAX_REF_SLICES) {
         s->n_slices = slices_total;
         for (int i = 0; i < slices_total; ++i) {
             s->b[i] = i / p->heads_q;
@@ -317,11 +321,12 @@ static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
         }
     } else {
         /* The first and the last slice, then ones spread by the seed. */
-        if (max_slices > 64) max_slices = 64;
+        if (max_slices > FX_MAX_REF_SLICES) max_slices = FX_MAX_REF_SLICES;
         if (max_slices > slices_total) max_slices = slices_total;
         for (int i = 0; i < max_slices; ++i) {
             int flat = i == 0 ? 0 : i == 1 ? slices_total - 1
-                       : (int)(fx_rng_u64(p->seed, 99, (uint64_t)i) % (uint64_t)slices_total);
+                       : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_FWD_SLICES, (uint64_t)i) %
+                               (uint64_t)slices_total);
             s->b[i] = flat / p->heads_q;
             s->h[i] = flat % p->heads_q;
         }
@@ -385,9 +390,9 @@ static void check_forward(const fx_ctx *c, const fx_problem *p, const fx_case_ho
     out->o_emu = fx_err_acc_result(&oe);
     out->lse_emu = fx_err_acc_result(&le);
     out->rows = (size_t)s.n_slices * nr;
-    bool po = fx_pass(out->o, out->o_emu, p->dtype, &out->o_bound);
-    bool pl = fx_pass_lse(out->lse, out->lse_emu, &out->lse_bound);
-    out->pass = po && pl;
+    out->o_pass = fx_pass(out->o, out->o_emu, p->dtype, &out->o_bound);
+    out->lse_pass = fx_pass_lse(out->lse, out->lse_emu, &out->lse_bound);
+    out->pass = out->o_pass && out->lse_pass;
 }
 
 static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_host *h,
@@ -419,7 +424,8 @@ static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_h
     for (int gi = 0; gi < n; ++gi) {
         int flat = n == groups_total ? gi
                    : gi == 0 ? 0 : gi == 1 ? groups_total - 1
-                   : (int)(fx_rng_u64(p->seed, 98, (uint64_t)gi) % (uint64_t)groups_total);
+                   : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_BWD_GROUPS, (uint64_t)gi) %
+                           (uint64_t)groups_total);
         int b = flat / p->heads_kv, hk = flat % p->heads_kv;
         fx_ref_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, rq, rk, rv);
         fx_emu_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, eq, ek, ev);
@@ -446,7 +452,8 @@ static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_h
     for (int t = 0; t < 3; ++t) {
         out->g[t] = fx_err_acc_result(&acc[t]);
         out->g_emu[t] = fx_err_acc_result(&emu[t]);
-        out->pass &= fx_pass(out->g[t], out->g_emu[t], p->dtype, &out->bound[t]);
+        out->g_pass[t] = fx_pass(out->g[t], out->g_emu[t], p->dtype, &out->bound[t]);
+        out->pass &= out->g_pass[t];
     }
 }
 
@@ -480,7 +487,8 @@ static const fx_stage *find_prev(const fx_ctx *c, const fx_problem *p, bool back
             int cc = 10 * c->dev.cc_major + c->dev.cc_minor;
             if (cc >= need && (!s->caps.sm90a_only || cc == 90))
                 return s;
-            snprintf(tmp, sizeof tmp, "stage %s needs sm_%d", s->id, need);
+            snprintf(tmp, sizeof tmp, "stage %s needs sm_%d%s", s->id, need,
+                     s->caps.sm90a_only ? "a" : " or newer");
         }
         if (!why[0])
             snprintf(why, why_len, "%s", tmp);
@@ -501,13 +509,15 @@ typedef struct fx_case_result {
     const fx_stage *prev, *prev_bwd;
 } fx_case_result;
 
-static void csv_row(const fx_ctx *c, const fx_problem *p, const char *dir, const fx_timing *t,
+/* Appends one row (FX_CSV_HEADER) to --csv FILE; false, with a message, when the file
+ * (checked writable at start-up) cannot be opened any more: the run then fails. */
+static bool csv_row(const fx_ctx *c, const fx_problem *p, const char *dir, const fx_timing *t,
                     double tflops, int clock, const fx_case_result *r, bool checked, bool bwd)
 {
     FILE *f = fopen(c->opt.csv, "a");
     if (!f) {
-        fprintf(stderr, "cannot append to %s\n", c->opt.csv);
-        return;
+        fprintf(stderr, "--csv: cannot append to %s: the %s row is lost\n", c->opt.csv, dir);
+        return false;
     }
     fseek(f, 0, SEEK_END);
     if (ftell(f) == 0)
@@ -532,7 +542,7 @@ static void csv_row(const fx_ctx *c, const fx_problem *p, const char *dir, const
     fprintf(f, ",");
     if (checked && prev && eprev >= 0) fprintf(f, "%.3e", eprev);
     fprintf(f, ",%s,%s\n", prev ? prev->id : "", checked ? (r->pass ? "pass" : "fail") : "skipped");
-    fclose(f);
+    return fclose(f) == 0;
 }
 
 static size_t count_nan(const float *x, size_t n)
@@ -607,7 +617,7 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
     fx_outputs st = {0}, pv = {0}, pvb = {0};
     fx_run r = {0}, rp = {0}, rpb = {0};
     int rc = FX_EXIT_FAIL;
-    bool pass = true;
+    bool pass = true, csv_ok = true; /* csv_ok: every --csv row was written */
     cudaError_t err = inputs_make(p, &h, &in);
     if (err == cudaErrorMemoryAllocation) {
         rc = FX_EXIT_USAGE; /* the bytes were named; a problem too large is a refusal */
@@ -637,11 +647,11 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
             fx_err_format(fc.o, b1, sizeof b1);
             fx_err_format(fc.o_emu, b2, sizeof b2);
             printf("  O   vs fp64 (%zu rows): %s  bound %.2e  %s\n", fc.rows, b1, fc.o_bound,
-                   fx_pass(fc.o, fc.o_emu, p->dtype, &fc.o_bound) ? "PASS" : "FAIL");
+                   fc.o_pass ? "PASS" : "FAIL");
             printf("      emulation in %s:    %s\n", fx_dtype_name(p->dtype), b2);
             fx_err_format(fc.lse, b1, sizeof b1);
             printf("  LSE vs fp64 (%zu rows): %s  bound %.2e  %s\n", fc.rows, b1, fc.lse_bound,
-                   fx_pass_lse(fc.lse, fc.lse_emu, &fc.lse_bound) ? "PASS" : "FAIL");
+                   fc.lse_pass ? "PASS" : "FAIL");
             if (nan_all)
                 printf("  O has %zu NaN over all %zu elements: FAIL\n", nan_all, nq);
         }
@@ -678,8 +688,7 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
                 fx_err_format(bc.g[t], b1, sizeof b1);
                 fx_err_format(bc.g_emu[t], b2, sizeof b2);
                 printf("  %-3s vs fp64 (%d groups): %s  bound %.2e  %s\n", grad_names[t],
-                       bc.groups, b1, bc.bound[t],
-                       bc.g[t].max_abs <= bc.bound[t] && bc.g[t].nan_count == 0 ? "PASS" : "FAIL");
+                       bc.groups, b1, bc.bound[t], bc.g_pass[t] ? "PASS" : "FAIL");
                 printf("      emulation in %s:    %s\n", fx_dtype_name(p->dtype), b2);
             }
         }
@@ -748,8 +757,8 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         double tf = fx_flops_forward(p) / (t.median_ms * 1e-3) / 1e12;
         printf("  time fwd: %.3f ms (min %.3f, max %.3f, %d repeats)  %.1f TFLOP/s  SM %d MHz\n",
                t.median_ms, t.min_ms, t.max_ms, t.repeats, tf, clock);
-        if (c->opt.csv)
-            csv_row(c, p, "fwd", &t, tf, clock, res, c->opt.check, false);
+        if (c->opt.csv && !csv_row(c, p, "fwd", &t, tf, clock, res, c->opt.check, false))
+            csv_ok = false;
         if (backward) {
             if (FX_CUDA(fx_time(launch_bwd, &r, 0, c->dev.l2_bytes, c->opt.warmup, c->opt.iters,
                                 &t)))
@@ -760,12 +769,12 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
                    t.median_ms, t.min_ms, t.max_ms, t.repeats, tf, clock);
             /* The backward row counts as checked when the reference or the previous
              * stage held it to a bound. */
-            if (c->opt.csv)
-                csv_row(c, p, "bwd", &t, tf, clock, res,
-                        c->opt.check && (res->checked_bwd || res->prev_bwd), true);
+            if (c->opt.csv && !csv_row(c, p, "bwd", &t, tf, clock, res,
+                                       c->opt.check && (res->checked_bwd || res->prev_bwd), true))
+                csv_ok = false;
         }
     }
-    rc = pass ? FX_EXIT_OK : FX_EXIT_FAIL;
+    rc = pass && csv_ok ? FX_EXIT_OK : FX_EXIT_FAIL;
     if (verbose && c->opt.check)
         printf("  %s\n", pass ? "PASS" : "FAIL");
 out:
@@ -794,8 +803,9 @@ static int run_cpu_case(fx_ctx *c, const fx_problem *p, bool verbose)
         return FX_EXIT_USAGE;
     }
     bool backward = c->opt.backward && s->cpu_model->backward;
-    /* The model computes every row in fp32 on the host (the reference only samples). */
-    double model_flops = fx_flops_forward(p) * (backward ? 3.5 : 1.0);
+    /* The model computes every row in fp32 on the host (the reference only samples):
+     * the forward, plus 2.5× it for the backward (fx_flops_backward). */
+    double model_flops = fx_flops_forward(p) + (backward ? fx_flops_backward(p) : 0.0);
     if (model_flops > FX_CPU_MODEL_SLOW_FLOPS)
         fprintf(stderr,
                 "note: the CPU model runs %.2g FLOP on this machine's cores: minutes at this "
@@ -854,6 +864,13 @@ typedef struct fx_shape {
     const char *why;
 } fx_shape;
 
+/* The first FX_MATRIX_MASK_SHAPES shapes vary only the masking (tails, causal with
+ * seqlen_q = seqlen_k and both ways unequal) and run at every head_dim; the rest run
+ * at the first and last head_dim of each dtype, to keep the matrix seconds. */
+enum { FX_MATRIX_MASK_SHAPES = 4 };
+/* Runs of the first case of each dtype under --repeat (bitwise equal, DESIGN.md "Tests"). */
+enum { FX_MATRIX_REPEAT = 3 };
+
 static const fx_shape matrix_shapes[] = {
     {2, 113, 113, 2, 2, false, false, "tails: seqlen not a multiple of any tile"},
     {2, 113, 113, 2, 2, true, false, "causal, tails"},
@@ -865,25 +882,33 @@ static const fx_shape matrix_shapes[] = {
     {1, 1, 300, 1, 1, true, false, "one query row (decode), causal"},
 };
 
-/* The head_dims the matrix runs: the caps' list, or representatives of "multiples of m". */
+/* Representatives of "multiples of m up to max": a non-power of two, the common sizes,
+ * FA3's largest, and the smallest. */
+static const int matrix_head_dim_candidates[] = {40, 64, 96, 128, 256, 8};
+_Static_assert(sizeof matrix_head_dim_candidates / sizeof(int) <= FX_MAX_HEAD_DIMS,
+               "the matrix's head_dims fit the array of a caps' explicit list");
+
+/* The head_dims the matrix runs, into out[FX_MAX_HEAD_DIMS]: the caps' list, or the
+ * candidates that are multiples of head_dim_multiple up to head_dim_max. */
 static int matrix_head_dims(const fx_caps *c, int *out)
 {
     if (c->n_head_dims > 0) {
         memcpy(out, c->head_dims, (size_t)c->n_head_dims * sizeof(int));
         return c->n_head_dims;
     }
-    static const int candidates[] = {40, 64, 96, 128, 256, 8};
     int n = 0;
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; ++i)
-        if (candidates[i] % c->head_dim_multiple == 0 && candidates[i] <= c->head_dim_max)
-            out[n++] = candidates[i];
+    for (size_t i = 0; i < sizeof matrix_head_dim_candidates / sizeof(int); ++i) {
+        const int d = matrix_head_dim_candidates[i];
+        if (c->head_dim_multiple > 0 && d % c->head_dim_multiple == 0 && d <= c->head_dim_max)
+            out[n++] = d;
+    }
     return n;
 }
 
 static int run_matrix(fx_ctx *c)
 {
     const fx_caps *caps = &c->self->caps;
-    int dims[FX_MAX_HEAD_DIMS + 8];
+    int dims[FX_MAX_HEAD_DIMS];
     int n_dims = matrix_head_dims(caps, dims);
     int passed = 0, failed = 0, skipped = 0, index = 0;
     fx_options saved = c->opt;
@@ -898,9 +923,7 @@ static int run_matrix(fx_ctx *c)
         for (int di = 0; di < n_dims; ++di) {
             for (size_t si = 0; si < sizeof matrix_shapes / sizeof matrix_shapes[0]; ++si) {
                 const fx_shape *sh = &matrix_shapes[si];
-                /* The shapes that only vary masking run at every head_dim; the rest at
-                 * the first and last head_dim of each dtype, to keep the matrix seconds. */
-                if (si >= 4 && di != 0 && di != n_dims - 1)
+                if (si >= FX_MATRIX_MASK_SHAPES && di != 0 && di != n_dims - 1)
                     continue;
                 if ((sh->causal && !caps->causal) || (sh->needs_gqa && !caps->gqa))
                     continue;
@@ -924,7 +947,7 @@ static int run_matrix(fx_ctx *c)
                     continue;
                 }
                 c->opt.backward = caps->backward;
-                c->opt.repeat = (si == 0 && di == 0) ? 3 : 1;
+                c->opt.repeat = (si == 0 && di == 0) ? FX_MATRIX_REPEAT : 1;
                 fx_case_result res;
                 char line[256];
                 fx_problem_format(&p, line, sizeof line);
@@ -970,26 +993,35 @@ static void usage(const fx_ctx *c, FILE *f)
     } else {
         fprintf(f, "checks against: the fp64 reference\n\n");
     }
+    /* The defaults printed are the ones fx_options_default sets. */
+    fx_options d;
+    fx_options_default(&d);
+    const fx_problem *dp = &d.problem;
     fprintf(f,
-            "problem (default: batch 4, seqlen 4096, heads 16, head_dim 128, bf16):\n"
+            "problem (default: batch %d, seqlen %d, heads %d, head_dim %d, %s):\n"
             "  --batch N  --seqlen N (q and k)  --seqlen-q N  --seqlen-k N\n"
             "  --heads N (q and kv)  --heads-q N  --heads-kv N  --head-dim N\n"
             "  --dtype bf16|fp16  --causal (bottom-right)  --scale F (default 1/sqrt(head_dim))\n"
-            "  --seed N  --dist normal|outliers|large-logits\n"
+            "  --seed N (decimal or 0x hex; %llu)  --dist normal|outliers|large-logits\n",
+            dp->batch, dp->seqlen_q, dp->heads_q, dp->head_dim, fx_dtype_name(dp->dtype),
+            (unsigned long long)dp->seed);
+    fprintf(f,
             "modes (default --check):\n"
             "  --check      compare with the fp64 reference (pass rule of common/fx_check.h)\n"
             "               and with the previous stage\n"
             "  --bwd        also run and check the backward\n"
-            "  --bench      time with CUDA events: --warmup N (3), --iters N (10), median\n"
+            "  --bench      time with CUDA events: --warmup N (%d), --iters N (%d, at most %d),\n"
+            "               median\n"
             "  --csv FILE   append benchmark rows to FILE\n"
             "  --repeat N   run N times; outputs must be bitwise equal\n"
             "  --fuzz N     N checks, each on a fresh seed (printed)\n"
             "  --matrix     the GPU test matrix generated from the capabilities\n"
             "  --cpu        run the stage's CPU model instead of the GPU (slow: give a small\n"
             "               problem, e.g. --batch 1 --seqlen 256 --heads 2)\n"
-            "  --ref-slices N  (batch, head) slices the reference samples on large problems (2)\n"
+            "  --ref-slices N  (batch, head) slices the reference samples on large problems (%d)\n"
             "exit codes: 0 ok, 1 check failed or CUDA error, 2 bad usage or outside the\n"
-            "capabilities, 77 no suitable GPU (FX_REQUIRE_GPU=1 makes that 1)\n");
+            "capabilities, 77 no suitable GPU (FX_REQUIRE_GPU=1 makes that 1)\n",
+            d.warmup, d.iters, FX_MAX_ITERS, d.ref_slices);
 }
 
 int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
@@ -1065,8 +1097,6 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         fprintf(stderr, "stage %s: %s\n", c.self->id, why);
         return FX_EXIT_FAIL;
     }
-    c.have_gpu = true;
-
     if (c.opt.matrix)
         return run_matrix(&c);
 

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fx_gpu.h"
 #include "fx_problem.h"
 #include "fx_stage.h"
 
@@ -21,8 +22,12 @@
 extern "C" {
 #endif
 
-/* The most timed calls one benchmark takes (fx_time keeps each one's time). */
-#define FX_MAX_ITERS 1024
+/* The most timed calls one benchmark takes (--iters): fx_time keeps each one's time. */
+#define FX_MAX_ITERS FX_TIME_MAX_REPEATS
+
+/* The most (batch, head) slices the forward check evaluates: a problem with more (or
+ * one over the reference budget) is sampled, and --ref-slices above this counts as this. */
+#define FX_MAX_REF_SLICES 64
 
 typedef struct fx_options {
     fx_problem problem;
@@ -45,13 +50,17 @@ typedef struct fx_options {
 void fx_options_default(fx_options *o);
 
 /* Parses argv. Returns 0, or 2 with a message that names the bad option or value in
- * `why`: an unknown option, a missing or malformed number, zero or negative sizes,
- * heads_q not a multiple of heads_kv, an unknown dtype or distribution, a head_dim
- * that is not a positive multiple of 8 up to 256, or sizes whose element count
- * overflows a 32-bit index. */
+ * `why`: an unknown option, a missing or malformed number, a number outside its range
+ * (sizes >= 1, the mode options' ranges in docs/harness.md), heads_q not a multiple of
+ * heads_kv, an unknown dtype or distribution, a head_dim that is not a positive
+ * multiple of 8 up to 256, sizes whose element count overflows a 32-bit index, a
+ * softmax scale that is not a finite positive number in [2^-100, 2^100], or --cpu
+ * with --bench, --matrix, --repeat N > 1 or --csv. With --help only the options'
+ * syntax is checked. */
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len);
 
-/* CSV rows (--csv FILE, appended; the header is written when the file is new).
+/* CSV rows (--csv FILE, appended; the header is written when the file is new; a row
+ * that cannot be written fails the run, exit 1).
  * One row per benchmarked (stage, direction, problem), the fields of DESIGN.md:
  *   stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,
  *   heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,

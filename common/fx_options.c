@@ -1,6 +1,7 @@
 /*
  * fx_options.c — command-line options of every stage program (fx_main.h).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -11,6 +12,16 @@
 
 #include "fx_gpu.h"
 #include "fx_main.h"
+
+/* Upper bounds of the mode options (docs/harness.md lists them): far above any useful
+ * run, low enough that a typo (an extra digit or two) is refused instead of running
+ * for hours. --iters is bounded by FX_MAX_ITERS (fx_main.h). */
+enum {
+    FX_MAX_REPEAT = 1000000,
+    FX_MAX_FUZZ = 1000000,
+    FX_MAX_WARMUP = 100000,
+    FX_MAX_REF_SLICES_OPTION = 1 << 20, /* the forward uses at most FX_MAX_REF_SLICES */
+};
 
 void fx_options_default(fx_options *o)
 {
@@ -136,13 +147,15 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                 }
             }
         } else if (!strcmp(opt, "--seed")) {
-            /* Decimal, or hexadecimal after 0x (a leading 0 is not octal). */
+            /* Decimal, or hexadecimal after 0x (a leading 0 is not octal). strtoull would
+             * also take blanks and a sign, after the 0x too: the digits must start with one. */
             char *end = NULL;
             errno = 0;
             bool hex = val[0] == '0' && (val[1] == 'x' || val[1] == 'X');
-            unsigned long long s = strtoull(hex ? val + 2 : val, &end, hex ? 16 : 10);
-            if (errno != 0 || end == (hex ? val + 2 : val) || *end != '\0' ||
-                !(val[0] >= '0' && val[0] <= '9')) {
+            const char *digits = hex ? val + 2 : val;
+            unsigned long long s = strtoull(digits, &end, hex ? 16 : 10);
+            if (errno != 0 || end == digits || *end != '\0' ||
+                !(hex ? isxdigit((unsigned char)digits[0]) : isdigit((unsigned char)digits[0]))) {
                 snprintf(why, why_len, "--seed: '%s' is not an unsigned integer (decimal or 0x hex)",
                          val);
                 rc = FX_EXIT_USAGE;
@@ -151,18 +164,20 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                 o->seed_given = true;
             }
         } else if (!strcmp(opt, "--repeat")) {
-            if (!(rc = parse_int(opt, val, 1, 1000000, &n, why, why_len))) o->repeat = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_REPEAT, &n, why, why_len))) o->repeat = (int)n;
         } else if (!strcmp(opt, "--fuzz")) {
-            if (!(rc = parse_int(opt, val, 1, 1000000, &n, why, why_len))) o->fuzz = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_FUZZ, &n, why, why_len))) o->fuzz = (int)n;
         } else if (!strcmp(opt, "--warmup")) {
-            if (!(rc = parse_int(opt, val, 0, 100000, &n, why, why_len))) o->warmup = (int)n;
+            if (!(rc = parse_int(opt, val, 0, FX_MAX_WARMUP, &n, why, why_len))) o->warmup = (int)n;
         } else if (!strcmp(opt, "--iters")) {
             if (!(rc = parse_int(opt, val, 1, FX_MAX_ITERS, &n, why, why_len))) o->iters = (int)n;
         } else if (!strcmp(opt, "--ref-slices")) {
-            if (!(rc = parse_int(opt, val, 1, 1 << 20, &n, why, why_len))) o->ref_slices = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_REF_SLICES_OPTION, &n, why, why_len)))
+                o->ref_slices = (int)n;
         } else if (!strcmp(opt, "--csv")) {
             o->csv = val;
         } else {
+            /* Only an option in with_value that this chain forgets reaches here. */
             snprintf(why, why_len, "%s: unknown option (see --help)", opt);
             return FX_EXIT_USAGE;
         }

@@ -60,7 +60,8 @@ fx_problem fx_problem_default(void);
 /* Checks sizes and derived values; fills softmax_scale with 1/sqrt(head_dim) when it
  * is <= 0. Refuses: a size <= 0; heads_q not a multiple of heads_kv; head_dim not a
  * multiple of 8 in [8, 256]; an unknown dtype or dist; Q/O, K/V or LSE with more than
- * INT32_MAX elements (kernels index with 32-bit ints); a non-finite softmax_scale.
+ * INT32_MAX elements (kernels index with 32-bit ints); a non-finite softmax_scale, or
+ * one outside [2^-100, 2^100] once resolved (FX_SCALE_MIN, FX_SCALE_MAX of fx_problem.c).
  * Returns 0, or 2 with a message naming the bad value in `why` (usage error), e.g.
  * "heads_q (6) is not a multiple of heads_kv (4)". */
 int fx_problem_validate(fx_problem *p, char *why, size_t why_len);

@@ -11,7 +11,8 @@
  *
  * All four spread their rows (or keys) over OpenMP threads; the results do not depend
  * on the thread count. Working memory is O(seqlen_k + head_dim) per row and O(G·seqlen_q)
- * per group: the backward recomputes P per key instead of storing seqlen_q × seqlen_k.
+ * per group (the emulation also keeps the group's O, G·seqlen_q·head_dim floats): the
+ * backward recomputes P per key instead of storing seqlen_q × seqlen_k.
  * Running out of host memory aborts with a message (there is no error to return).
  */
 #ifndef FX_REFERENCE_H

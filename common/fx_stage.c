@@ -76,10 +76,10 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
         }
     snprintf(buf, len,
              "  head_dim: %s\n  dtype:    %s\n  causal:   %s\n  GQA/MQA:  %s\n"
-             "  backward: %s\n  GPU:      %s%d%s\n%s%s%s",
+             "  backward: %s\n  GPU:      sm_%d%s\n%s%s%s",
              dims, dtypes, c->causal ? "yes (bottom-right)" : "no", c->gqa ? "yes" : "no",
              c->backward ? (c->deterministic_backward ? "yes (deterministic)" : "yes") : "no",
-             c->sm90a_only ? "sm_" : "sm_", c->sm90a_only ? 90 : c->min_sm,
+             c->sm90a_only ? 90 : c->min_sm,
              c->sm90a_only ? "a (Hopper) only" : " or newer", c->limits ? "  limits:   " : "",
              c->limits ? c->limits : "", c->limits ? "\n" : "");
 }

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define FX_MAX_HEAD_DIMS 8
+#define FX_MAX_HEAD_DIMS 8 /* the most head_dims an explicit caps list holds */
 
 typedef struct fx_caps {
     /* head_dim: either an explicit list (n_head_dims > 0) or, when n_head_dims == 0,
@@ -44,7 +44,7 @@ typedef struct fx_fwd_args {
     void *o;                  /* dtype p->dtype */
     float *lse;               /* [batch, heads_q, seqlen_q], natural log */
     fx_layout q_layout, k_layout, v_layout, o_layout;
-    void *workspace;          /* stage->workspace_bytes(p, false) bytes, 256-byte aligned */
+    void *workspace;          /* >= stage->workspace_bytes(p, false) bytes, 256-byte aligned */
     size_t workspace_bytes;
     cudaStream_t stream;
 } fx_fwd_args;
@@ -57,7 +57,7 @@ typedef struct fx_bwd_args {
     const float *lse;
     void *dq, *dk, *dv;               /* dtype p->dtype */
     fx_layout q_layout, k_layout, v_layout, o_layout;
-    void *workspace;                  /* stage->workspace_bytes(p, true) bytes */
+    void *workspace;                  /* >= stage->workspace_bytes(p, true) bytes */
     size_t workspace_bytes;
     cudaStream_t stream;
 } fx_bwd_args;
@@ -79,7 +79,10 @@ typedef struct fx_stage {
     /* Device workspace the stage needs for p (0 if none). The harness allocates it once
      * and names the bytes if the allocation fails. May be NULL (no workspace). */
     size_t (*workspace_bytes)(const fx_problem *p, bool backward);
-    /* Stage-specific refusal beyond caps: 0, or 2 with a message in `why`. May be NULL. */
+    /* Stage-specific refusal beyond caps: 0, or 2 with a message naming the limit in
+     * `why`. May be NULL. Runs before the device is opened and in --cpu runs too, so
+     * where it asks the device and there is none it returns 0 (fx_device_open then
+     * reports the missing GPU). */
     int (*check_problem)(const fx_problem *p, bool backward, char *why, size_t why_len);
     /* Enqueue the forward on a->stream; return the launch error (cudaGetLastError). */
     cudaError_t (*forward)(const fx_fwd_args *a);
@@ -87,11 +90,15 @@ typedef struct fx_stage {
     const fx_cpu_model *cpu_model;                  /* NULL if the stage has none */
 } fx_stage;
 
-/* 0 when the stage's caps cover p (and backward if asked), else 2 with the limit named. */
+/* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, backward if asked) and
+ * its check_problem accepts it, else 2 with the limit named in `why`, e.g.
+ * "stage 03_flash2: head_dim 80 is not supported (head_dim: 64/96/128/256)". The GPU's
+ * architecture (min_sm, sm90a_only) is fx_device_open's check, not this one's. */
 int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward,
                       char *why, size_t why_len);
 
-/* Prints the capabilities as the README's stage table and --help show them. */
+/* Writes the capabilities into buf (len bytes, truncated to fit) as --help prints them,
+ * one "  key:      value" line each; scripts/gen_readme_stages.sh parses those lines. */
 void fx_caps_describe(const fx_stage *s, char *buf, size_t len);
 
 #ifdef __cplusplus

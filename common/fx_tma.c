@@ -178,9 +178,11 @@ int fx_tma_encode_tiled(CUtensorMap *map, const fx_tma_tiled *t, char *why, size
     int rc = fx_tma_validate(t, why, why_len);
     if (rc != FX_TMA_OK)
         return rc;
-    if (map == NULL || (uintptr_t)map % 64 != 0)
-        return fail(why, why_len, FX_TMA_BAD_ARGS, "the CUtensorMap at %p is not 64-byte aligned",
-                    (void *)map);
+    if (map == NULL)
+        return fail(why, why_len, FX_TMA_BAD_ARGS, "the CUtensorMap pointer is NULL");
+    if ((uintptr_t)map % FX_TMA_MAP_ALIGN_BYTES != 0)
+        return fail(why, why_len, FX_TMA_BAD_ARGS, "the CUtensorMap at %p is not %d-byte aligned",
+                    (void *)map, FX_TMA_MAP_ALIGN_BYTES);
 
     fx_encode_tiled_fn encode = encode_tiled_entry(why, why_len);
     if (encode == NULL)

@@ -43,6 +43,7 @@ extern "C" {
 #define FX_TMA_MAX_BOX 256          /* elements per box dimension (driver limit)           */
 #define FX_TMA_ALIGN_BYTES 16       /* global address and strides (driver limit)           */
 #define FX_TMA_SWIZZLE128_SPAN 128  /* bytes: the inner box row limit with 128B swizzle    */
+#define FX_TMA_MAP_ALIGN_BYTES 64   /* the CUtensorMap itself (driver limit)               */
 
 typedef enum fx_tma_status {
     FX_TMA_OK = 0,
@@ -93,8 +94,9 @@ fx_tma_tiled fx_tma_tiled_qkv(const void *base, fx_dtype dtype, fx_layout l, int
  *   "global_stride_bytes[1] (200) is not a multiple of 16 bytes" */
 int fx_tma_validate(const fx_tma_tiled *t, char *why, size_t why_len);
 
-/* Validates, then encodes `map` (64-byte aligned; CUtensorMap declares 128) through the
- * driver's cuTensorMapEncodeTiled. Returns an fx_tma_status, with the reason in `why` for
+/* Validates, then encodes `map` (FX_TMA_MAP_ALIGN_BYTES-aligned, as the driver requires;
+ * the CUtensorMap type itself is declared 128-byte aligned) through the driver's
+ * cuTensorMapEncodeTiled. Returns an fx_tma_status, with the reason in `why` for
  * anything but FX_TMA_OK. */
 int fx_tma_encode_tiled(CUtensorMap *map, const fx_tma_tiled *t, char *why, size_t why_len);
 

@@ -65,7 +65,10 @@ if ((!quick)); then
     ./run.sh --skip-build --batch 1 --seqlen 16384 --heads 16 > "$out/ladder_16k.log" 2>&1
     note "main job, batch 1 seqlen 16384 heads 16: exit $?"
 fi
-cp plots/data/ladder_*.csv "$out/" 2>/dev/null
+# Only the CSVs these runs appended to (run.sh names each: "rows appended to FILE"); a
+# glob over plots/data would bring back the committed ones too, past the 8 files.
+sed -n 's/^rows appended to \(.*\) (logs in .*/\1/p' "$out"/ladder_*.log | sort -u |
+    while read -r csv; do cp "$csv" "$out/"; done
 
 echo
 echo "--- ladder, default problem ---"

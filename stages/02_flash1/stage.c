@@ -6,24 +6,13 @@
 #include "flash1_model.h"
 #include "fx_stage.h"
 
-/* Launchers and workspace size, defined in flash1.cu. */
+/* Launchers and workspace size, defined in flash1.cu (extern "C"); each launcher
+ * returns the launch error (cudaGetLastError) itself. */
 size_t fx_flash1_workspace_bytes(const fx_problem *p, bool backward);
-cudaError_t fx_flash1_forward(const fx_fwd_args *a);
-cudaError_t fx_flash1_backward(const fx_bwd_args *a);
-
 /* Forward: the main kernel (Algorithm 1) and the epilogue (O to the dtype, LSE). */
-static cudaError_t forward(const fx_fwd_args *a)
-{
-    cudaError_t err = fx_flash1_forward(a);
-    return err != cudaSuccess ? err : cudaGetLastError();
-}
-
+cudaError_t fx_flash1_forward(const fx_fwd_args *a);
 /* Backward: the main kernel (Algorithm 4) and the dQ conversion. */
-static cudaError_t backward(const fx_bwd_args *a)
-{
-    cudaError_t err = fx_flash1_backward(a);
-    return err != cudaSuccess ? err : cudaGetLastError();
-}
+cudaError_t fx_flash1_backward(const fx_bwd_args *a);
 
 const fx_stage fx_stage_02_flash1 = {
     .id = "02_flash1",
@@ -46,7 +35,7 @@ const fx_stage fx_stage_02_flash1 = {
     },
     .workspace_bytes = fx_flash1_workspace_bytes,
     .check_problem = NULL,
-    .forward = forward,
-    .backward = backward,
+    .forward = fx_flash1_forward,
+    .backward = fx_flash1_backward,
     .cpu_model = &fx_flash1_cpu_model,
 };

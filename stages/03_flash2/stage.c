@@ -2,10 +2,10 @@
  * stage.c — the descriptor of stage 03 (FlashAttention-2): what it can do, how to run it.
  *
  * The forward's kernels and launcher are in flash2_fwd.cu, the backward's in flash2_bwd.cu,
- * the CPU model in flash2_model.c. This file tells the harness the
- * capabilities and refuses, naming the limit, a problem the launch itself could not run:
- * a grid dimension past the hardware's, or a tile that needs more shared memory per
- * block than this GPU has.
+ * the CPU model in flash2_model.c. This file tells the harness the capabilities and
+ * refuses, naming the limit, a problem the launch itself could not run (a grid dimension
+ * past the hardware's, or a tile that needs more shared memory per block than this GPU
+ * has) and a backward whose softmax_scale is past FLASH2_BWD_MAX_SCALE.
  */
 #include <stdio.h>
 

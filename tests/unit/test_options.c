@@ -137,6 +137,7 @@ START_TEST(a_seed_is_decimal_or_0x_hex_never_octal)
     ck_assert_msg(r.rc == 0, "%s", r.why);
     ck_assert_uint_eq(r.o.problem.seed, 31);
     assert_refused("--seed +5", "+5", NULL);
+    assert_refused("--seed 0x-1", "0x-1", NULL); /* no sign after 0x either */
 }
 END_TEST
 
