@@ -60,6 +60,10 @@ int main(int argc, char **argv)
   # ptxas resource report of the stage's kernels, kept for the ptx tests.
   set(cu_sources ${S_SOURCES})
   list(FILTER cu_sources INCLUDE REGEX "\\.cu$")
+  file(GLOB stage_headers CONFIGURE_DEPENDS
+       ${CMAKE_CURRENT_SOURCE_DIR}/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*.cuh
+       ${PROJECT_SOURCE_DIR}/common/*.h ${PROJECT_SOURCE_DIR}/common/ptx/*.cuh
+       ${PROJECT_SOURCE_DIR}/common/ptx/*.h)
   set(report ${CMAKE_BINARY_DIR}/ptx/${S_ID}.ptxas.txt)
   set(ptx ${CMAKE_BINARY_DIR}/ptx/${S_ID}.ptx)
   # Shell redirections need a shell: each compile runs under `sh -c`. The ptxas report
@@ -78,7 +82,9 @@ int main(int argc, char **argv)
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/ptx
     COMMAND ${CMAKE_COMMAND} -E rm -f ${report} ${ptx}
     ${cmds}
-    DEPENDS ${cu_sources}
+    # The headers a stage's .cu files can include: its own folder's and common/'s. Named
+    # explicitly because IMPLICIT_DEPENDS is honoured by the Makefile generators only.
+    DEPENDS ${cu_sources} ${stage_headers}
     IMPLICIT_DEPENDS CXX ${cu_sources}
     COMMENT "ptxas report of stage ${S_ID}"
     VERBATIM)
