@@ -40,26 +40,13 @@
 #include "fx_stage.h"
 #include "ptx/mma_sm80.cuh"
 
+#include "flash2_common.cuh"
+
 /* ---------------------------------------------------------------------------------
- * Compile-time configuration (the constants the forward uses, repeated: no kernel code
- * is shared between files of a stage beyond the PTX wrappers)
+ * Compile-time configuration (the constants shared with the forward are in
+ * flash2_common.cuh)
  * ------------------------------------------------------------------------------ */
 
-static constexpr int kWarpSize = 32;
-static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
-// One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
-static constexpr int kMmaM = 16;
-static constexpr int kMmaN = 8;
-static constexpr int kMmaK = 16;
-// The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
-static constexpr int kLanesPerRow = 4;
-// A 16-byte chunk is the unit of every copy: one cp.async, one ldmatrix row, 8 b16 elements.
-static constexpr int kChunkBytes = 16;
-static constexpr int kChunkElems = 8;
-static constexpr int kElemBytes = 2;  // bf16 and fp16
-// Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
-static constexpr int kSwizzleChunks = 8;
-static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
 // Two Q/dO stages: Q block it+1 is copied while Q block it is computed.
 static constexpr int kStages = 2;
 // Every backward tile uses 8 warps: enough to split each of the three phases' outputs
@@ -70,8 +57,6 @@ static constexpr int kBwdWarps = 8;
 static constexpr int kRowPad = 128;
 static constexpr int kFloatsPerChunk = kChunkBytes / 4;
 static constexpr float kLog2e = 1.4426950408889634f;
-
-static constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
 
 /*
  * Warp tiles of the three phases. kWarpsSKeys, kWarpsDKKeys, kWarpsDQRows are the warps
@@ -188,14 +173,6 @@ static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockHopper, 
 static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockHopper, "d=128 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD256>) <= kMaxSmemPerBlockHopper, "d=256 smem");
 
-/* Byte offset of chunk `chunk` of row `row` in a swizzled Q/dO/K/V tile: chunk c of row r
- * is stored at chunk c ^ (r % 8) of its 128-byte line (the forward's layout and reasons). */
-template <class Cfg>
-static __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
-{
-    return (uint32_t)(row * Cfg::kSmemRowBytes + ((chunk ^ (row % kSwizzleChunks)) * kChunkBytes));
-}
-
 /* ---------------------------------------------------------------------------------
  * Kernel arguments
  * ------------------------------------------------------------------------------ */
@@ -218,54 +195,6 @@ struct Flash2BwdParams {
     float softmax_scale;
     float scale_log2;      // softmax_scale · log2(e)
 };
-
-/* The one place the element type matters. */
-template <class Element>
-struct ElementOps;
-
-template <>
-struct ElementOps<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-    {
-        fx_mma_m16n8k16_bf16(d, a, b0, b1);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        return fx_pack_bf16x2(lo, hi);
-    }
-    // A bf16 is the top half of an fp32: widening is a shift, exact.
-    static __device__ __forceinline__ float2 unpack(uint32_t x)
-    {
-        return make_float2(__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u));
-    }
-};
-
-template <>
-struct ElementOps<__half> {
-    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-    {
-        fx_mma_m16n8k16_fp16(d, a, b0, b1);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        return fx_pack_f16x2(lo, hi);
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t x)
-    {
-        return __half22float2(*reinterpret_cast<const __half2 *>(&x));
-    }
-};
-
-/* The thread's index read afresh from %tid.x, so that what derives from it is recomputed
- * where it is used instead of held in registers across the loop (see the forward). */
-static __device__ __forceinline__ int thread_index_uncached(void)
-{
-    int t;
-    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
-    return t;
-}
 
 /* ---------------------------------------------------------------------------------
  * Preprocess: D = rowsum(dO∘O), LSE_log2, dQaccum = 0 (one warp per query row)
@@ -880,13 +809,6 @@ static cudaError_t launch_bwd_dtype(const fx_bwd_args *a)
     case FX_FP16: return launch_bwd_masking<Cfg, __half>(a);
     default: return cudaErrorInvalidValue;
     }
-}
-
-/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
-static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
-{
-    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
-           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
 }
 
 extern "C" size_t fx_flash2_bwd_smem_bytes(int head_dim)

@@ -36,29 +36,14 @@
 #include "fx_stage.h"
 #include "ptx/mma_sm80.cuh"
 
+#include "flash2_common.cuh"
+
 /* ---------------------------------------------------------------------------------
  * Compile-time configuration
  * ------------------------------------------------------------------------------ */
 
-static constexpr int kWarpSize = 32;
-static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
-// One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
-static constexpr int kMmaM = 16;
-static constexpr int kMmaN = 8;
-static constexpr int kMmaK = 16;
-// The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
-static constexpr int kLanesPerRow = 4;
-// A 16-byte chunk is the unit of every copy: one cp.async, one ldmatrix row, 8 b16 elements.
-static constexpr int kChunkBytes = 16;
-static constexpr int kChunkElems = 8;
-static constexpr int kElemBytes = 2;  // bf16 and fp16
-// Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
-static constexpr int kSwizzleChunks = 8;
-static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
 // Two K/V stages: block n_block − 1 is copied while block n_block is computed.
 static constexpr int kStages = 2;
-
-static constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocksPerSm_>
 struct Flash2Config {
@@ -154,13 +139,6 @@ static_assert(2 * sizeof(SharedStorage<ConfigD128>) <= kMaxSmemPerBlockHopper,
 static_assert(2 * sizeof(SharedStorage<ConfigD96>) <= kMaxSmemPerBlockHopper,
               "d=96: two CTAs per SM");
 
-/* Byte offset of chunk `chunk` of row `row` in a swizzled tile. */
-template <class Cfg>
-static __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
-{
-    return (uint32_t)(row * Cfg::kSmemRowBytes + ((chunk ^ (row % kSwizzleChunks)) * kChunkBytes));
-}
-
 /* ---------------------------------------------------------------------------------
  * Kernel arguments
  * ------------------------------------------------------------------------------ */
@@ -183,50 +161,6 @@ struct Flash2FwdParams {
     float softmax_scale;   // for the LSE, in natural-log units
     float scale_log2;      // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
 };
-
-/* The one place the element type matters: which mma, and how P and O are rounded. */
-template <class Element>
-struct ElementOps;
-
-template <>
-struct ElementOps<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-    {
-        fx_mma_m16n8k16_bf16(d, a, b0, b1);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        return fx_pack_bf16x2(lo, hi);
-    }
-};
-
-template <>
-struct ElementOps<__half> {
-    static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-    {
-        fx_mma_m16n8k16_fp16(d, a, b0, b1);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
-    {
-        return fx_pack_f16x2(lo, hi);
-    }
-};
-
-/*
- * The thread's index, read afresh from %tid.x. Whatever the compiler can see is invariant
- * in the mainloop (copy addresses and ldmatrix offsets derived from threadIdx.x) it computes
- * once before the loop and keeps in registers across it; beside 192 accumulator registers
- * those ~30 registers spilled. An asm volatile read cannot be hoisted, so what derives from
- * it is recomputed where it is used: a few integer instructions per K/V block, no spills.
- */
-static __device__ __forceinline__ int thread_index_uncached(void)
-{
-    int t;
-    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
-    return t;
-}
 
 /*
  * GQA: the kv head of query head `head`, head / q_per_kv, as a multiply-high by
@@ -737,13 +671,6 @@ static cudaError_t launch_dtype(const fx_fwd_args *a)
     case FX_FP16: return launch_masking<Cfg, __half>(a);
     default: return cudaErrorInvalidValue;
     }
-}
-
-/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
-static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
-{
-    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
-           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
 }
 
 /* The forward's kBlockM × kBlockN per head_dim, for the CPU model and its tests (stored
