@@ -386,130 +386,39 @@ static __device__ __forceinline__ void fx_wgmma_fence_operand(float (&d)[N])
         asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
-/* wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
- *     d, a-desc, b-desc, scale-d, 1, 1, trans-a, trans-b;   (§9.7.15.5.2; stage 05)
- * "SS": D(64×64, fp32) = A(64×16) · B(16×64) + (accumulate ? D : 0), A and B in shared
- * memory described by 64-bit matrix descriptors (wgmma_desc.h).
- *   d:          the 32 fp32 accumulators of this thread (N/2 of them for m64nNk16); thread
- *               t of the warpgroup, warp w = t/32, lane l, index i = v0 + 2·v1 + 4·v2 holds
- *               D[16w + l/4 + 8·v1][2·(l%4) + v0 + 8·v2] (§9.7.15.5.1.1, "Accumulator D").
+/* The wgmma.mma_async wrappers themselves are generated (common/ptx/wgmma_ops.cuh, by
+ * scripts/gen_wgmma_ops.sh: N/2 accumulator operands are too many to type by hand), one per
+ * N of the script's list, form and dtype:
+ *
+ * fx_wgmma_m64n<N>k16_ss_<bf16|fp16><TransA, TransB>(d, desc_a, desc_b, accumulate)
+ *     wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 d, a-desc, b-desc, scale-d, 1, 1,
+ *     trans-a, trans-b;   (§9.7.15.5.2; stage 05)
+ *   "SS": D(64×N, fp32) = A(64×16) · B(16×N) + (accumulate ? D : 0), A and B in shared
+ *   memory described by 64-bit matrix descriptors (wgmma_desc.h).
+ *   d:          the N/2 fp32 accumulators of this thread; thread t of the warpgroup,
+ *               warp w = t/32, lane l, index i = v0 + 2·v1 + 4·v2 holds
+ *               D[16w + l/4 + 8·v1][2·(l%4) + v0 + 8·v2] (§9.7.15.5.1.1, "Accumulator D"):
+ *               per warp, the n8 blocks of an mma.sync m16n8k16 accumulator side by side.
  *   accumulate: the scale-d predicate; false overwrites D (the first k-slice of S = QKᵀ).
  *   TransA/B:   0 = K-major (K contiguous: Q, K for S = QKᵀ), 1 = M-/N-major (V for O = PV).
- * The scale-a/scale-b immediates are fixed at 1 (no negation).
+ *   The scale-a/scale-b immediates are fixed at 1 (no negation).
  *
- * Adding another N (8..256, step 8) is mechanical: copy the wrapper, write n<N> into the
- * opcode, make d a float[N/2], list "%0 .. %(N/2-1)" in the braces and N/2 "+f" operands,
- * and renumber the rest: a-desc %(N/2), b-desc %(N/2+1), the accumulate flag %(N/2+2),
- * the trans immediates after it. The accumulator count is what the register budget pays:
- * N = 256 is 128 registers per thread. */
-template <int TransA, int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n64k16_ss_bf16(float (&d)[32], uint64_t desc_a,
-                                                                 uint64_t desc_b, bool accumulate)
-{
-    static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
-                  "wgmma transpose immediates are 0 or 1");
-    asm volatile(
-        "{\n"
-        "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %34, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, %35, %36;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-          "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate), "n"(TransA), "n"(TransB));
-}
+ * fx_wgmma_m64n<N>k16_rs_<bf16|fp16><TransB>(d, a, desc_b, accumulate)
+ *     the same with d, {a0, a1, a2, a3}, b-desc, scale-d, 1, 1, trans-b;   (stage 05)
+ *   "RS": A comes from registers — P for O = PV, never written to shared memory. Each
+ *   thread holds four b32 registers of two elements each (low half = lower column), laid
+ *   out like mma.sync m16n8k16's A fragment per warp: warp w owns rows 16w..16w+15; with
+ *   g = lane/4, t = lane%4: a0 = A[16w+g][2t, 2t+1], a1 = A[16w+g+8][2t, 2t+1],
+ *   a2 = A[16w+g][2t+8, 2t+9], a3 = A[16w+g+8][2t+8, 2t+9] (§9.7.15.5.1.1, Figure
+ *   "WGMMA .m64nNk16 register fragment layout for matrix A"). There is no trans-a.
+ *
+ * The accumulator count is what the register budget pays: N = 256 is 128 registers. */
 
-/* The same with fp16 inputs: ...m64n64k16.f32.f16.f16 (fp32 accumulators).   (stage 05) */
-template <int TransA, int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n64k16_ss_fp16(float (&d)[32], uint64_t desc_a,
-                                                                 uint64_t desc_b, bool accumulate)
-{
-    static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
-                  "wgmma transpose immediates are 0 or 1");
-    asm volatile(
-        "{\n"
-        "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %34, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, %35, %36;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-          "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate), "n"(TransA), "n"(TransB));
-}
+#endif /* FX_PTX_HAS_SM90A (fence, commit, wait) */
 
-/* wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
- *     d, {a0, a1, a2, a3}, b-desc, scale-d, 1, 1, trans-b;   (§9.7.15.5.2; stage 05)
- * "RS": A comes from registers — P for O = PV, never written to shared memory. Each
- * thread holds four b32 registers of two bf16 each (low half = lower column), laid out
- * like mma.sync m16n8k16's A fragment per warp: warp w owns rows 16w..16w+15; with
- * g = lane/4, t = lane%4: a0 = A[16w+g][2t, 2t+1], a1 = A[16w+g+8][2t, 2t+1],
- * a2 = A[16w+g][2t+8, 2t+9], a3 = A[16w+g+8][2t+8, 2t+9] (§9.7.15.5.1.1, Figure
- * "WGMMA .m64nNk16 register fragment layout for matrix A"). There is no trans-a.
- * Other N: as for the SS form; here b-desc is %(N/2+4), the flag %(N/2+5). */
-template <int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n64k16_rs_bf16(float (&d)[32],
-                                                                 const uint32_t (&a)[4],
-                                                                 uint64_t desc_b, bool accumulate)
-{
-    static_assert(TransB == 0 || TransB == 1, "wgmma transpose immediates are 0 or 1");
-    asm volatile(
-        "{\n"
-        "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %37, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-          "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
-          "n"(TransB));
-}
+#include "wgmma_ops.cuh"
 
-/* The same with fp16 inputs: ...m64n64k16.f32.f16.f16, A as f16x2 registers.   (stage 05) */
-template <int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n64k16_rs_fp16(float (&d)[32],
-                                                                 const uint32_t (&a)[4],
-                                                                 uint64_t desc_b, bool accumulate)
-{
-    static_assert(TransB == 0 || TransB == 1, "wgmma transpose immediates are 0 or 1");
-    asm volatile(
-        "{\n"
-        "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %37, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-          "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
-          "n"(TransB));
-}
+#if FX_PTX_HAS_SM90A
 
 /* =================================================================================
  * Stage 06 — setmaxnreg: move registers between the warpgroups of a CTA
@@ -553,16 +462,6 @@ static __device__ void fx_wgmma_fence(void) = delete;
 static __device__ void fx_wgmma_commit(void) = delete;
 template <int N> static __device__ void fx_wgmma_wait(void) = delete;
 template <int N> static __device__ void fx_wgmma_fence_operand(float (&d)[N]) = delete;
-template <int TransA, int TransB>
-static __device__ void fx_wgmma_m64n64k16_ss_bf16(float (&)[32], uint64_t, uint64_t, bool) = delete;
-template <int TransA, int TransB>
-static __device__ void fx_wgmma_m64n64k16_ss_fp16(float (&)[32], uint64_t, uint64_t, bool) = delete;
-template <int TransB>
-static __device__ void fx_wgmma_m64n64k16_rs_bf16(float (&)[32], const uint32_t (&)[4], uint64_t,
-                                                  bool) = delete;
-template <int TransB>
-static __device__ void fx_wgmma_m64n64k16_rs_fp16(float (&)[32], const uint32_t (&)[4], uint64_t,
-                                                  bool) = delete;
 template <int N> static __device__ void fx_setmaxnreg_inc(void) = delete;
 template <int N> static __device__ void fx_setmaxnreg_dec(void) = delete;
 
