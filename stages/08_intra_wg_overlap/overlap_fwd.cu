@@ -1,0 +1,876 @@
+/*
+ * overlap_fwd.cu — stage 08: intra-warpgroup GEMM–softmax overlap, the full
+ * FlashAttention-3 forward (FA3 §3.2, Algorithm 2).
+ *
+ * Stage 07 overlaps one warpgroup's softmax with another's GEMMs, but inside a warpgroup
+ * the turn is still serial: issue S_j and PV_{j-1}, wait for both, then softmax. Yet the
+ * softmax of block j needs only S_j; PV_{j-1} is independent of it. This stage waits for
+ * the S group alone (wgmma.wait_group 1: the older of the two commit groups), runs the
+ * mask, row max and exp of S_j while the tensor cores are still busy with PV_{j-1}, and
+ * only then waits for the PV group (wait_group 0):
+ *
+ *      issue S_j; commit      issue PV_{j-1}; commit      pass the turn
+ *      wait_group 1   -> S_j done, release K_j      mask, max, exp(S_j)  (PV_{j-1} runs)
+ *      wait_group 0   -> PV_{j-1} done, release V_{j-1}      O *= exp(m_old − m_new)
+ *      P_j to 16-bit A fragments
+ *
+ * Two things must wait for the PV group, because the tensor cores read or write them
+ * asynchronously until it completes: O (so its rescale comes after wait_group 0) and the
+ * A fragments of P_{j-1} (so P_j is packed into them only after it). S_j's fp32
+ * accumulators hold P_j in the meantime. FA3 orders its mainloop this way
+ * (FA3_HOPPER_FACTS, "Forward mainloop order").
+ *
+ * Also new here:
+ *   - the causal split loop: the blocks that need a mask (the ones crossing the diagonal
+ *     and the seqlen_k tail; they come first, as the loop walks from the last block down)
+ *     run in their own loop, instantiated with the mask; the rest run a loop without a
+ *     single mask instruction (FA3's order: masked first, so the diagonal blocks' work
+ *     starts while the producer is still filling the ring).
+ *   - the epilogue: each consumer warpgroup writes its normalized O rows into its rows of
+ *     the Q tile in shared memory (the 128B-swizzled slab layout TMA reads), fences the
+ *     generic-proxy writes against the async proxy, meets its own 128 threads at a named
+ *     barrier, and one thread stores the 64 × head_dim box by TMA (rows past seqlen_q
+ *     are clipped by the tensor map).
+ *   - an ablation switch (hd128 only, for the FA3 paper's Table 2): the environment
+ *     variable FX_ABLATION=no-pingpong, no-overlap or neither turns the named-barrier
+ *     turns and/or the early softmax off at compile time in separate instantiations.
+ *
+ * The producer warpgroup, the separate K and V rings, setmaxnreg and the pingpong turns
+ * (stages 06 and 07) are unchanged.
+ *
+ * Sources: Shah et al., "FlashAttention-3: Fast and Accurate Attention with Asynchrony and
+ * Low-precision" (2024), §3.1 ("Producer-Consumer asynchrony", warp specialization and
+ * setmaxnreg); FA2 Algorithm 1 for the
+ * online softmax; PTX ISA §9.7.15 (wgmma: fragments §9.7.15.5.1.1, descriptors
+ * §9.7.15.5.1.2, wgmma.mma_async §9.7.15.5.2, fence/commit/wait §9.7.15.7), §9.7.9.25.5.2
+ * (cp.async.bulk.tensor), §9.7.13.15 (mbarrier), §9.7.19.5 (setmaxnreg), §9.7.13.14
+ * (elect.sync). Wrappers: common/ptx/hopper.cuh.
+ *
+ * Layouts (fx_problem.h): Q, O [batch, seqlen_q, heads_q, head_dim]; K, V [batch,
+ * seqlen_k, heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log.
+ * Query head h reads kv head h / (heads_q / heads_kv). Causal is bottom-right aligned:
+ * row i sees key j iff j <= i + seqlen_k - seqlen_q. A row that sees no key gets
+ * O = 0 and LSE = -inf.
+ */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_stage.h"
+#include "fx_tma.h"
+#include "ptx/hopper.cuh"
+#include "ptx/wgmma_desc.h"
+
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration
+ * ------------------------------------------------------------------------------ */
+
+static constexpr int kWarpSize = 32;
+static constexpr int kWarpgroupThreads = 128;   // 4 warps issue one wgmma together
+static constexpr int kWarpsPerWarpgroup = 4;
+static constexpr int kWgmmaM = 64;              // rows of one wgmma (m64nNk16)
+static constexpr int kWgmmaK = 16;
+static constexpr int kLanesPerRow = 4;          // lanes 4g..4g+3 hold row g of a warp's 16
+static constexpr unsigned kFullWarp = 0xffffffffu;
+static constexpr int kElemBytes = 2;
+// A 128B-swizzled slab is rows × 64 elements (128 bytes per row); TMA's box is one slab.
+static constexpr int kSlabCols = 64;
+static constexpr int kSlabRowBytes = 128;
+static constexpr int kSwizzleAtomBytes = 1024;  // 8 rows: where the swizzle pattern repeats
+static constexpr int kChunkBytes = 16;
+static constexpr int kChunkElems = 8;
+
+template <int kHeadDim_, int kNumWarpgroups_, int kBlockN_, int kStages_, int kProducerRegs_,
+          int kConsumerRegs_>
+struct WsConfig {
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kNumWarpgroups = kNumWarpgroups_;     // consumer warpgroups
+    static constexpr int kBlockM = kNumWarpgroups * kWgmmaM;   // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;                   // keys per K/V block
+    static constexpr int kStages = kStages_;                   // K/V ring depth
+    // One producer warpgroup (warpgroup 0) beside the consumers.
+    static constexpr int kNThreads = (kNumWarpgroups + 1) * kWarpgroupThreads;
+    static constexpr int kNConsumerWarps = kNumWarpgroups * kWarpsPerWarpgroup;
+    // setmaxnreg targets (multiples of 8). The CTA's 64K registers are shared out by
+    // warpgroup: producer + consumers·kConsumerRegs must fit 65536 / 128 = 512.
+    static constexpr int kProducerRegs = kProducerRegs_;
+    static constexpr int kConsumerRegs = kConsumerRegs_;
+    static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <= 512,
+                  "setmaxnreg: the warpgroups' registers exceed the register file");
+    static constexpr int kSlabs = kHeadDim / kSlabCols;        // 64-column slabs per row
+    // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
+    // kHeadDim/2, P (16-bit pairs) kBlockN/4.
+    static constexpr int kAccS = kBlockN / 2;
+    static constexpr int kAccO = kHeadDim / 2;
+    static constexpr int kNTiles = kBlockN / 8;  // n8 column blocks of S per thread's row
+    static constexpr int kDTiles = kHeadDim / 8; // n8 column blocks of O
+    // Shared memory, in bytes, every tile 1024-byte aligned (the swizzle atom): Q, then
+    // kStages K tiles, then kStages V tiles, then the mbarriers.
+    static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
+    static constexpr int kSlabKVBytes = kBlockN * kSlabRowBytes;
+    static constexpr int kTileQBytes = kSlabs * kSlabQBytes;
+    static constexpr int kTileKVBytes = kSlabs * kSlabKVBytes;
+    static constexpr int kOffK = kTileQBytes;
+    static constexpr int kOffV = kOffK + kStages * kTileKVBytes;
+    static constexpr int kOffBarriers = kOffV + kStages * kTileKVBytes;
+    static constexpr int kNumBarriers = 1 + 4 * kStages;  // Q full; K, V full; K, V empty
+    // The dynamic smem base is only guaranteed 16-byte aligned: reserve one atom to round
+    // it up to 1024 bytes in the kernel.
+    static constexpr int kSmemBytes = kOffBarriers + kNumBarriers * 8 + kSwizzleAtomBytes;
+
+    static_assert(kHeadDim % kSlabCols == 0, "head_dim is whole 64-column slabs");
+    static_assert(kBlockN % kWgmmaK == 0 && kBlockN <= 256, "S is one wgmma of N = kBlockN");
+    static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box has at most 256 rows");
+    static_assert(kTileQBytes % kSwizzleAtomBytes == 0 && kTileKVBytes % kSwizzleAtomBytes == 0,
+                  "tiles keep the 1024-byte alignment of the swizzle atom");
+    static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's 227 KiB of smem per block");
+};
+
+/*
+ * The tiles: stage 07's (tuned below where measured). Registers per thread after setmaxnreg (FA3's budgets, FA3_HOPPER_FACTS):
+ *  - d=64: 3 consumer warpgroups, 192×128, 512 threads: entry cap 128, producer 32,
+ *    consumers 160 (32 + 3·160 = 512).
+ *  - d=128: 2 consumer warpgroups, 128×128, 384 threads: entry cap 168, producer 24,
+ *    consumers 240 (24 + 2·240 = 504).
+ *  - d=256: 2 consumer warpgroups, 128×64, 384 threads: 24 / 240.
+ */
+using ConfigD64 = WsConfig<64, 3, 128, 2, 32, 160>;
+using ConfigD128 = WsConfig<128, 2, 128, 2, 24, 240>;
+using ConfigD256 = WsConfig<256, 2, 64, 2, 24, 240>;
+
+/* ---------------------------------------------------------------------------------
+ * The element type: which wgmma, and how fp32 pairs are packed to it.
+ * ------------------------------------------------------------------------------ */
+
+template <class Element, int N>
+struct Wgmma;
+
+// SS: A (Q) and B (K) both K-major (trans 0). RS: B (V) MN-major (trans-b 1).
+#define FX_DEFINE_WGMMA(ELEMENT, SUFFIX, N)                                                  \
+    template <>                                                                              \
+    struct Wgmma<ELEMENT, N> {                                                               \
+        static __device__ __forceinline__ void ss_k_major(float (&d)[N / 2], uint64_t da,    \
+                                                          uint64_t db, bool acc)             \
+        {                                                                                    \
+            fx_wgmma_m64n##N##k16_ss_##SUFFIX<0, 0>(d, da, db, acc);                         \
+        }                                                                                    \
+        static __device__ __forceinline__ void rs_b_mn_major(float (&d)[N / 2],              \
+                                                             const uint32_t (&a)[4],         \
+                                                             uint64_t db, bool acc)          \
+        {                                                                                    \
+            fx_wgmma_m64n##N##k16_rs_##SUFFIX<1>(d, a, db, acc);                             \
+        }                                                                                    \
+    };
+FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 64)
+FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 128)
+FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 256)
+FX_DEFINE_WGMMA(__half, fp16, 64)
+FX_DEFINE_WGMMA(__half, fp16, 128)
+FX_DEFINE_WGMMA(__half, fp16, 256)
+#undef FX_DEFINE_WGMMA
+
+template <class Element>
+struct Pack;
+template <>
+struct Pack<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return fx_pack_bf16x2(lo, hi); }
+};
+template <>
+struct Pack<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return fx_pack_f16x2(lo, hi); }
+};
+
+/* ---------------------------------------------------------------------------------
+ * Kernel arguments. The tensor maps live in the kernel's parameter space (the struct is
+ * a __grid_constant__ parameter): TMA reads them there, by generic address.
+ * ------------------------------------------------------------------------------ */
+
+struct OverlapFwdParams {
+    CUtensorMap tma_q;  // box {64, 1, kBlockM, 1}: one Q slab of one head
+    CUtensorMap tma_k;  // box {64, 1, kBlockN, 1}
+    CUtensorMap tma_v;  // box {64, 1, kBlockN, 1}
+    CUtensorMap tma_o;  // box {64, 1, 64, 1}: one consumer warpgroup's rows of one O slab
+    void *o;
+    float *lse;
+    int64_t o_batch_stride, o_head_stride;
+    int o_row_stride;
+    int seqlen_q, seqlen_k;
+    int heads_q;
+    int q_per_kv;          // heads_q / heads_kv
+    float softmax_scale;   // natural-log units, for the LSE
+    float scale_log2;      // softmax_scale · log2(e)
+};
+
+/* ---------------------------------------------------------------------------------
+ * wgmma descriptors of the tiles (layouts: common/ptx/wgmma_desc.h)
+ *
+ * A tile of R rows × head_dim columns is head_dim/64 slabs of R × 128 bytes, each written
+ * by one TMA box with 128B swizzle. For S = Q·Kᵀ (both K-major, K = head_dim), k16 slice kk
+ * lies in slab kk/4 at byte 32·(kk%4) of every row: the descriptor's start address moves
+ * by 32 bytes inside the swizzle atom (the hardware applies the XOR to the full address,
+ * which is why every slab starts on 1024 bytes), and SBO = 1024 steps from 8 rows to the
+ * next 8. For O = P·V, V is the MN-major B operand (N = head_dim contiguous); k16 slice kk
+ * is keys 16kk..16kk+15: rows 16kk.. of every slab, 16 · 128 = 2048 bytes further; SBO =
+ * 1024 steps from keys 0-7 to 8-15, LBO = slab bytes steps from head_dim columns 0-63 to
+ * 64-127 (read when N = head_dim > 64).
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg>
+static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int warpgroup, int kk)
+{
+    const uint32_t addr = sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes +
+                                          warpgroup * kWgmmaM * kSlabRowBytes +
+                                          (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    return fx_wgmma_desc_k_sw128(addr);
+}
+
+template <class Cfg>
+static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
+{
+    const uint32_t addr = sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes +
+                                          (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    return fx_wgmma_desc_k_sw128(addr);
+}
+
+template <class Cfg>
+static __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
+{
+    return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
+                                  (uint32_t)Cfg::kSlabKVBytes);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Producer (thread 0): TMA loads of one tile, one box per 64-column slab
+ * ------------------------------------------------------------------------------ */
+
+/* Announces the tile's bytes on `bar`, then issues its head_dim/64 boxes. Rows past the
+ * tensor's seqlen are zero-filled by TMA and still count as delivered bytes. */
+template <class Cfg>
+static __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtensorMap *map,
+                                                     uint32_t bar, int rows, int slab_bytes,
+                                                     int head, int row0, int batch)
+{
+    fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * Cfg::kHeadDim * kElemBytes));
+#pragma unroll
+    for (int s = 0; s < Cfg::kSlabs; ++s)
+        fx_tma_load_4d(dst + (uint32_t)(s * slab_bytes), map, bar, s * kSlabCols, head, row0,
+                       batch);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Consumer: one K/V block for this warpgroup's 64 rows
+ * ------------------------------------------------------------------------------ */
+
+/*
+ * Accumulator layout of m64nNk16 (PTX ISA §9.7.15.5.1.1), per warp w of the warpgroup,
+ * lane l (g = l/4, t = l%4): acc[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e] — the n8
+ * blocks of an mma.sync m16n8k16 accumulator side by side, so stage 03's softmax applies
+ * unchanged with n8 tile j at acc[4j .. 4j+3]: a lane holds 2 columns of rows g and g+8 per
+ * n8 block, and the row statistics are reduced over the 4 lanes t = 0..3.
+ *
+ * P as the RS A fragment of k16 slice kk (keys 16kk..16kk+15 = n8 blocks 2kk, 2kk+1):
+ *   a[0] = (acc[8kk+0], acc[8kk+1])  row g,   keys 2t, 2t+1
+ *   a[1] = (acc[8kk+2], acc[8kk+3])  row g+8, keys 2t, 2t+1
+ *   a[2] = (acc[8kk+4], acc[8kk+5])  row g,   keys 8+2t, 8+2t+1
+ *   a[3] = (acc[8kk+6], acc[8kk+7])  row g+8, keys 8+2t, 8+2t+1
+ */
+/* Issues S = Q·K_jᵀ for this warpgroup's 64 rows: head_dim/16 SS wgmmas into acc_s
+ * (overwritten by the first), one commit group. The caller fences before and waits after. */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ,
+                                               uint32_t sK, int consumer)
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
+        Wgmma<Element, Cfg::kBlockN>::ss_k_major(acc_s, desc_q<Cfg>(sQ, consumer, kk),
+                                                 desc_k<Cfg>(sK, kk), kk > 0);
+    fx_wgmma_commit();
+}
+
+/* Issues O += P·V: kBlockN/16 RS wgmmas reading the P fragments, one commit group. The
+ * fragments must stay untouched until the group has completed (the tensor cores read
+ * them asynchronously). */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
+                                                const uint32_t (&p_frag)[Cfg::kBlockN / kWgmmaK][4],
+                                                uint32_t sV)
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / kWgmmaK; ++kk)
+        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk),
+                                                     true);
+    fx_wgmma_commit();
+}
+
+/* Mask and online softmax of one block's S, in place (acc_s becomes P in fp32); alpha
+ * receives exp(m_old − m_new) per row, by which O must be rescaled — later, once no wgmma
+ * is writing O (rescale_o). Touches neither O nor the P fragments. */
+template <class Cfg, bool kCausal, bool kMask>
+static __device__ __forceinline__ void softmax_block(
+    float (&acc_s)[Cfg::kAccS], float (&alpha)[2], float (&row_max)[2], float (&row_sum)[2],
+    int consumer, int warp_in_wg, int lane, int n_block, int m_block, int seqlen_q,
+    int seqlen_k, float scale_log2)
+{
+    // ---- Mask: keys past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q ----
+    if (kMask) {
+        const int row0 = m_block * Cfg::kBlockM + consumer * kWgmmaM + warp_in_wg * 16 +
+                         lane / kLanesPerRow;
+        const int col0 = n_block * Cfg::kBlockN + 2 * (lane % kLanesPerRow);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int key_end = seqlen_k;  // keys [0, key_end) are visible to this row
+            if (kCausal)
+                key_end = min(key_end, row0 + 8 * h + 1 + seqlen_k - seqlen_q);
+#pragma unroll
+            for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (col0 + 8 * j + e >= key_end)
+                        acc_s[4 * j + 2 * h + e] = -INFINITY;
+        }
+    }
+
+    // ---- Online softmax (FA2 Algorithm 1), O left unnormalized ----
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float m_new = row_max[h];
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+            m_new = fmaxf(m_new, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
+        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
+        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
+        // A row that has seen only masked keys keeps m = -inf: exponentiate against 0, so
+        // every P is 0 and no -inf - (-inf) = NaN appears.
+        const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
+        alpha[h] = fx_ex2(row_max[h] * scale_log2 - m_scaled);
+        row_max[h] = m_new;
+        row_sum[h] *= alpha[h];
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float p = fx_ex2(fmaf(acc_s[4 * j + 2 * h + e], scale_log2, -m_scaled));
+                acc_s[4 * j + 2 * h + e] = p;
+                row_sum[h] += p;  // this lane's partial; reduced over the row at the end
+            }
+    }
+}
+
+/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
+template <class Cfg>
+static __device__ __forceinline__ void rescale_o(float (&acc_o)[Cfg::kAccO], const float (&alpha)[2])
+{
+#pragma unroll
+    for (int d = 0; d < Cfg::kDTiles; ++d)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            acc_o[4 * d + 2 * h] *= alpha[h];
+            acc_o[4 * d + 2 * h + 1] *= alpha[h];
+        }
+}
+
+/* P (fp32, in acc_s) to the 16-bit A fragments of the PV wgmma (layout drawn above). */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
+                                              uint32_t (&p_frag)[Cfg::kBlockN / kWgmmaK][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / kWgmmaK; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            p_frag[kk][r] = Pack<Element>::pack(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
+}
+
+/* The scheduler barriers: hardware named-barrier ids (0 is __syncthreads') and the
+ * threads that meet at one: the warpgroup that waits and the one that passes the turn. */
+static constexpr uint32_t kSchedBarrierFirst = 1;
+static constexpr uint32_t kSchedBarrierThreads = 2 * kWarpgroupThreads;
+// The epilogue's barrier of one consumer warpgroup (its 128 threads), ids after the
+// scheduler barriers' (at most 3 consumer warpgroups: ids 1-3 and 4-6 of 16).
+static constexpr uint32_t kEpilogueBarrierFirst = 4;
+
+/* What a consumer warpgroup's turns need that does not change from turn to turn. */
+struct ConsumerCtx {
+    uint32_t sQ, sK0, sV0, bar0;
+    int consumer, warp_in_wg, lane;
+    int m_block, n_block_max, seqlen_q, seqlen_k;
+    float scale_log2;
+    uint32_t my_turn, next_turn;
+};
+
+/*
+ * One turn of the mainloop, iteration it >= 1: S of block n_block_max − 1 − it (stage
+ * it % kStages) and PV of the block before it (stage (it − 1) % kStages); then the softmax
+ * of the new S — overlapped with the PV GEMM when kOverlap — and P packed for the next
+ * turn. kMask: the block needs the causal / seqlen_k mask. kPingpong: take and pass the
+ * tensor-core turn through the named barriers (stage 07). Barrier layout as in the kernel.
+ */
+template <class Cfg, class Element, bool kCausal, bool kMask, bool kPingpong, bool kOverlap>
+static __device__ __forceinline__ void mainloop_turn(
+    const ConsumerCtx &c, int it, float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
+    uint32_t (&p_frag)[Cfg::kBlockN / kWgmmaK][4], float (&row_max)[2], float (&row_sum)[2])
+{
+    const int stage = it % Cfg::kStages, prev = (it - 1) % Cfg::kStages;
+    const uint32_t phase = (uint32_t)((it / Cfg::kStages) & 1);
+    const uint32_t prev_phase = (uint32_t)(((it - 1) / Cfg::kStages) & 1);
+    const uint32_t k_full = c.bar0 + 8u * (uint32_t)(1 + stage);
+    const uint32_t v_full = c.bar0 + 8u * (uint32_t)(1 + Cfg::kStages + prev);
+    const uint32_t k_empty = c.bar0 + 8u * (uint32_t)(1 + 2 * Cfg::kStages + stage);
+    const uint32_t v_empty = c.bar0 + 8u * (uint32_t)(1 + 3 * Cfg::kStages + prev);
+
+    // Wait for the data before taking the turn, so a late load does not hold it.
+    fx_mbarrier_wait(k_full, phase);
+    fx_mbarrier_wait(v_full, prev_phase);
+    if (kPingpong)
+        fx_named_barrier_sync(c.my_turn, kSchedBarrierThreads);
+    fx_wgmma_fence();  // O was rescaled and P packed by ordinary code
+    issue_s<Cfg, Element>(acc_s, c.sQ, c.sK0 + stage * Cfg::kTileKVBytes, c.consumer);
+    issue_pv<Cfg, Element>(acc_o, p_frag, c.sV0 + prev * Cfg::kTileKVBytes);
+    fx_wgmma_fence_operand(acc_s);
+    fx_wgmma_fence_operand(acc_o);
+    if (kPingpong)
+        fx_named_barrier_arrive(c.next_turn, kSchedBarrierThreads);
+
+    float alpha[2];
+    if (kOverlap) {
+        fx_wgmma_wait<1>();  // the S group (committed first) is done; PV may still run
+        fx_wgmma_fence_operand(acc_s);
+        if (c.lane == 0)
+            fx_mbarrier_arrive(k_empty);
+        softmax_block<Cfg, kCausal, kMask>(acc_s, alpha, row_max, row_sum, c.consumer,
+                                           c.warp_in_wg, c.lane, c.n_block_max - 1 - it,
+                                           c.m_block, c.seqlen_q, c.seqlen_k, c.scale_log2);
+        fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
+        fx_wgmma_fence_operand(acc_o);
+        if (c.lane == 0)
+            fx_mbarrier_arrive(v_empty);
+    } else {
+        fx_wgmma_wait<0>();
+        fx_wgmma_fence_operand(acc_s);
+        fx_wgmma_fence_operand(acc_o);
+        if (c.lane == 0) {
+            fx_mbarrier_arrive(k_empty);
+            fx_mbarrier_arrive(v_empty);
+        }
+        softmax_block<Cfg, kCausal, kMask>(acc_s, alpha, row_max, row_sum, c.consumer,
+                                           c.warp_in_wg, c.lane, c.n_block_max - 1 - it,
+                                           c.m_block, c.seqlen_q, c.seqlen_k, c.scale_log2);
+    }
+    rescale_o<Cfg>(acc_o, alpha);
+    pack_p<Cfg, Element>(acc_s, p_frag);
+}
+
+/* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride,
+                                                         float *LSE, int rows_valid, int tid)
+{
+    constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
+    const int rows = min(Cfg::kBlockM, rows_valid);
+    for (int idx = tid; idx < rows * kChunks; idx += Cfg::kNThreads) {
+        const int row = idx / kChunks, chunk = idx % kChunks;
+        *reinterpret_cast<uint4 *>(O + row * o_row_stride + chunk * kChunkElems) =
+            make_uint4(0, 0, 0, 0);
+    }
+    for (int row = tid; row < rows; row += Cfg::kNThreads)
+        LSE[row] = -INFINITY;
+}
+
+/* ---------------------------------------------------------------------------------
+ * The kernel: one CTA per (Q block, query head, batch); warpgroup 0 produces (TMA),
+ * warpgroups 1..kNumWarpgroups consume 64 rows of the Q block each.
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
+__global__ void __launch_bounds__(Cfg::kNThreads, 1)
+overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    // Round up to the 1024-byte swizzle atom (kSmemBytes reserves the slack).
+    const uint32_t smem_base =
+        (fx_smem_addr(smem_raw) + kSwizzleAtomBytes - 1) & ~(uint32_t)(kSwizzleAtomBytes - 1);
+    unsigned char *smem =
+        smem_raw + (smem_base - fx_smem_addr(smem_raw));  // the same bytes, generic address
+    const uint32_t sQ = smem_base;
+    const uint32_t sK0 = smem_base + Cfg::kOffK, sV0 = smem_base + Cfg::kOffV;
+    // Barriers: [0] Q full; then per stage s: [1+s] K full, [1+kStages+s] V full,
+    // [1+2·kStages+s] K empty, [1+3·kStages+s] V empty.
+    const uint32_t bar0 = smem_base + Cfg::kOffBarriers;
+    const uint32_t bar_q = bar0;
+    auto bar_k_full = [&](int s) { return bar0 + 8u * (uint32_t)(1 + s); };
+    auto bar_v_full = [&](int s) { return bar0 + 8u * (uint32_t)(1 + Cfg::kStages + s); };
+    auto bar_k_empty = [&](int s) { return bar0 + 8u * (uint32_t)(1 + 2 * Cfg::kStages + s); };
+    auto bar_v_empty = [&](int s) { return bar0 + 8u * (uint32_t)(1 + 3 * Cfg::kStages + s); };
+
+    const int m_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+    const int head_kv = head / p.q_per_kv;  // GQA (CTA-uniform: one division per CTA)
+    const int tid = threadIdx.x, lane = tid % kWarpSize;
+    const int warpgroup = tid / kWarpgroupThreads;  // 0: producer; 1..: consumers
+    const int warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
+    const int rows_valid = p.seqlen_q - m_block * Cfg::kBlockM;
+
+    Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
+                 (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
+    float *LSE = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q +
+                 (int64_t)m_block * Cfg::kBlockM;
+
+    // K/V blocks [0, n_block_max) hold a key some row of this block sees (causal early exit).
+    int n_block_max = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    if (kCausal) {
+        const int last_row = m_block * Cfg::kBlockM + min(Cfg::kBlockM, rows_valid) - 1;
+        const int keys_seen = last_row + 1 + p.seqlen_k - p.seqlen_q;
+        n_block_max = keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) /
+                                                                  Cfg::kBlockN);
+    }
+    if (n_block_max == 0) {  // before any barrier or load: nothing is in flight
+        write_empty_block<Cfg>(O, p.o_row_stride, LSE, rows_valid, tid);
+        return;
+    }
+    // Blocks [0, n_block_unmasked) are wholly visible to every row of this block.
+    int n_block_unmasked = p.seqlen_k / Cfg::kBlockN;
+    if (kCausal) {
+        const int keys_seen_first_row = m_block * Cfg::kBlockM + 1 + p.seqlen_k - p.seqlen_q;
+        n_block_unmasked = min(n_block_unmasked, max(keys_seen_first_row, 0) / Cfg::kBlockN);
+    }
+    // Blocks run from n_block_max − 1 down to 0 (the masked ones first); iteration `it`
+    // works on block n_block_max − 1 − it in stage it % kStages, for producer and consumers.
+    const int n_iters = n_block_max;
+
+    // ---- Barriers: initialised by one thread, published to all by the CTA barrier ----
+    if (tid == 0) {
+        fx_mbarrier_init(bar_q, 1);
+        for (int s = 0; s < Cfg::kStages; ++s) {
+            fx_mbarrier_init(bar_k_full(s), 1);  // the producer's arrive.expect_tx
+            fx_mbarrier_init(bar_v_full(s), 1);
+            fx_mbarrier_init(bar_k_empty(s), Cfg::kNConsumerWarps);  // one lane per consumer warp
+            fx_mbarrier_init(bar_v_empty(s), Cfg::kNConsumerWarps);
+        }
+        fx_fence_mbarrier_init();
+    }
+    __syncthreads();  // the last CTA-wide barrier: the roles part here
+
+    // ---- Producer warpgroup: one lane of its first warp issues every load ----
+    if (warpgroup == 0) {
+        fx_setmaxnreg_dec<Cfg::kProducerRegs>();
+        if (warp_in_wg == 0 && fx_elect_one()) {
+            tma_load_tile<Cfg>(sQ, &p.tma_q, bar_q, Cfg::kBlockM, Cfg::kSlabQBytes, head,
+                               m_block * Cfg::kBlockM, batch);
+            for (int it = 0; it < n_iters; ++it) {
+                const int stage = it % Cfg::kStages;
+                // Pass k = it / kStages over the ring refills what pass k − 1 left: wait until
+                // every consumer warp has released it (that empty phase has parity k − 1).
+                // K is released before V (after S, not after PV), so it is refilled first.
+                const uint32_t empty_phase = (uint32_t)((it / Cfg::kStages - 1) & 1);
+                const int n = n_block_max - 1 - it;
+                if (it >= Cfg::kStages)
+                    fx_mbarrier_wait(bar_k_empty(stage), empty_phase);
+                tma_load_tile<Cfg>(sK0 + stage * Cfg::kTileKVBytes, &p.tma_k, bar_k_full(stage),
+                                   Cfg::kBlockN, Cfg::kSlabKVBytes, head_kv, n * Cfg::kBlockN,
+                                   batch);
+                if (it >= Cfg::kStages)
+                    fx_mbarrier_wait(bar_v_empty(stage), empty_phase);
+                tma_load_tile<Cfg>(sV0 + stage * Cfg::kTileKVBytes, &p.tma_v, bar_v_full(stage),
+                                   Cfg::kBlockN, Cfg::kSlabKVBytes, head_kv, n * Cfg::kBlockN,
+                                   batch);
+            }
+        }
+        return;  // the loads complete on the consumers' barriers; nothing here waits for them
+    }
+
+    // ---- Consumer warpgroups ----
+    fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
+    const int consumer = warpgroup - 1;  // which 64 rows of the Q block
+
+    float acc_o[Cfg::kAccO];
+#pragma unroll
+    for (int i = 0; i < Cfg::kAccO; ++i)
+        acc_o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+    // The turn order: this warpgroup's barrier, and the next one's (cyclically).
+    ConsumerCtx c;
+    c.sQ = sQ;
+    c.sK0 = sK0;
+    c.sV0 = sV0;
+    c.bar0 = bar0;
+    c.consumer = consumer;
+    c.warp_in_wg = warp_in_wg;
+    c.lane = lane;
+    c.m_block = m_block;
+    c.n_block_max = n_block_max;
+    c.seqlen_q = p.seqlen_q;
+    c.seqlen_k = p.seqlen_k;
+    c.scale_log2 = p.scale_log2;
+    c.my_turn = kSchedBarrierFirst + (uint32_t)consumer;
+    c.next_turn = kSchedBarrierFirst + (uint32_t)((consumer + 1) % Cfg::kNumWarpgroups);
+    const bool last_consumer = consumer == Cfg::kNumWarpgroups - 1;
+    if (kPingpong && consumer == 0)
+        fx_named_barrier_arrive(c.my_turn, kSchedBarrierThreads);  // take the first turn
+
+    float acc_s[Cfg::kAccS];
+    uint32_t p_frag[Cfg::kBlockN / kWgmmaK][4];
+    // Iterations [0, n_masked) work on blocks that need the mask (n_block >= n_block_unmasked).
+    const int n_masked = n_block_max - n_block_unmasked;
+    fx_mbarrier_wait(bar_q, 0);
+
+    // ---- Prologue: S of the first block (iteration 0, stage 0), alone in its turn ----
+    {
+        float alpha[2];  // O is still 0: nothing to rescale
+        fx_mbarrier_wait(bar_k_full(0), 0);
+        if (kPingpong)
+            fx_named_barrier_sync(c.my_turn, kSchedBarrierThreads);
+        fx_wgmma_fence();
+        issue_s<Cfg, Element>(acc_s, sQ, sK0, consumer);
+        if (kPingpong)
+            fx_named_barrier_arrive(c.next_turn, kSchedBarrierThreads);
+        fx_wgmma_wait<0>();
+        fx_wgmma_fence_operand(acc_s);
+        if (lane == 0)
+            fx_mbarrier_arrive(bar_k_empty(0));
+        if (n_masked > 0)
+            softmax_block<Cfg, kCausal, true>(acc_s, alpha, row_max, row_sum, consumer,
+                                              warp_in_wg, lane, n_block_max - 1, m_block,
+                                              p.seqlen_q, p.seqlen_k, p.scale_log2);
+        else
+            softmax_block<Cfg, kCausal, false>(acc_s, alpha, row_max, row_sum, consumer,
+                                               warp_in_wg, lane, n_block_max - 1, m_block,
+                                               p.seqlen_q, p.seqlen_k, p.scale_log2);
+        pack_p<Cfg, Element>(acc_s, p_frag);
+    }
+
+    // ---- Mainloop, split: the masked blocks first, then the rest without a mask ----
+    int it = 1;
+    for (; it < n_masked; ++it)
+        mainloop_turn<Cfg, Element, kCausal, true, kPingpong, kOverlap>(c, it, acc_s, acc_o, p_frag,
+                                                                       row_max, row_sum);
+    for (; it < n_iters; ++it)
+        mainloop_turn<Cfg, Element, kCausal, false, kPingpong, kOverlap>(c, it, acc_s, acc_o,
+                                                                        p_frag, row_max, row_sum);
+
+    // ---- Tail: PV of the last block, alone in its turn ----
+    {
+        const int last = (n_iters - 1) % Cfg::kStages;
+        fx_mbarrier_wait(bar_v_full(last), (uint32_t)(((n_iters - 1) / Cfg::kStages) & 1));
+        if (kPingpong)
+            fx_named_barrier_sync(c.my_turn, kSchedBarrierThreads);
+        fx_wgmma_fence();
+        issue_pv<Cfg, Element>(acc_o, p_frag, sV0 + last * Cfg::kTileKVBytes);
+        if (kPingpong && !last_consumer)  // warpgroup 0 takes no further turn
+            fx_named_barrier_arrive(c.next_turn, kSchedBarrierThreads);
+        fx_wgmma_wait<0>();
+        fx_wgmma_fence_operand(acc_o);
+        if (lane == 0)
+            fx_mbarrier_arrive(bar_v_empty(last));
+    }
+
+    // ---- Epilogue: ℓ over the row, O /= ℓ once, LSE ----
+    float lse[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = row_sum[h];
+        l += __shfl_xor_sync(kFullWarp, l, 1);
+        l += __shfl_xor_sync(kFullWarp, l, 2);
+        const bool empty = (l == 0.f || l != l);  // a row that saw no key
+        const float inv_l = empty ? 0.f : 1.f / l;
+        lse[h] = empty ? -INFINITY : row_max[h] * p.softmax_scale + logf(l);
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d) {
+            acc_o[4 * d + 2 * h] *= inv_l;
+            acc_o[4 * d + 2 * h + 1] *= inv_l;
+        }
+    }
+
+    // O goes through this warpgroup's 64 rows of the Q tile in smem, in the 128B-swizzled
+    // slab layout that TMA reads: only this warpgroup's wgmmas read those rows, and they
+    // have completed. Then every writer fences its generic-proxy stores against the async
+    // proxy (PTX ISA "async proxy": without it the TMA may read stale smem), the
+    // warpgroup's 128 threads meet, and one thread stores the 64 × head_dim box, one TMA
+    // per 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
+    const int local_row0 = consumer * kWgmmaM + warp_in_wg * 16;
+    const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = local_row0 + g + 8 * h;
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d) {
+            const int col = 8 * d + 2 * t;
+            const uint32_t off = (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
+                                 fx_swizzle128_offset((uint32_t)r,
+                                                      (uint32_t)((col % kSlabCols) * kElemBytes));
+            *reinterpret_cast<uint32_t *>(smem + off) =
+                Pack<Element>::pack(acc_o[4 * d + 2 * h], acc_o[4 * d + 2 * h + 1]);
+        }
+    }
+    fx_fence_proxy_async_smem();
+    fx_named_barrier_sync(kEpilogueBarrierFirst + (uint32_t)consumer, kWarpgroupThreads);
+    if (warp_in_wg == 0 && lane == 0) {
+#pragma unroll
+        for (int s = 0; s < Cfg::kSlabs; ++s)
+            fx_tma_store_4d(&p.tma_o,
+                            sQ + (uint32_t)(s * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes),
+                            s * kSlabCols, head, m_block * Cfg::kBlockM + consumer * kWgmmaM, batch);
+        fx_tma_store_commit();
+        fx_tma_store_wait_read<0>();  // the smem must outlive the reads: the CTA may exit next
+    }
+    if (t == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = local_row0 + g + 8 * h;
+            if (r < rows_valid)
+                LSE[r] = lse[h];
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Host launcher
+ * ------------------------------------------------------------------------------ */
+
+/* Encodes the 4D map {head_dim, heads, seqlen, batch} of one tensor with a box of
+ * box_rows × 64 columns; prints the reason and returns false if the driver or the layout
+ * refuses (a stride that is not a multiple of 16 bytes, an unaligned base). */
+static bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr, fx_layout l,
+                       int seqlen, int heads, uint32_t box_rows, const char *name)
+{
+    char why[256];
+    const fx_tma_tiled t = fx_tma_tiled_qkv(base, pr->dtype, l, pr->batch, seqlen, heads,
+                                            pr->head_dim, box_rows, kSlabCols);
+    if (fx_tma_encode_tiled(map, &t, why, sizeof why) != FX_TMA_OK) {
+        fprintf(stderr, "08_intra_wg_overlap: the tensor map of %s: %s\n", name, why);
+        return false;
+    }
+    return true;
+}
+
+template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
+static cudaError_t launch(const fx_fwd_args *a)
+{
+    const fx_problem *pr = a->p;
+    OverlapFwdParams p;
+    if (!encode_map(&p.tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, Cfg::kBlockM, "Q") ||
+        !encode_map(&p.tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN, "K") ||
+        !encode_map(&p.tma_v, a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN, "V") ||
+        !encode_map(&p.tma_o, a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q, kWgmmaM, "O"))
+        return cudaErrorInvalidValue;
+    p.o = a->o;
+    p.lse = a->lse;
+    p.o_batch_stride = a->o_layout.batch_stride;
+    p.o_head_stride = a->o_layout.head_stride;
+    p.o_row_stride = (int)a->o_layout.row_stride;
+    p.seqlen_q = pr->seqlen_q;
+    p.seqlen_k = pr->seqlen_k;
+    p.heads_q = pr->heads_q;
+    p.q_per_kv = pr->heads_q / pr->heads_kv;
+    p.softmax_scale = (float)pr->softmax_scale;
+    p.scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+
+    auto kernel = overlap_fwd_kernel<Cfg, Element, kCausal, kPingpong, kOverlap>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Cfg::kSmemBytes);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((unsigned)((pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),
+                    (unsigned)pr->heads_q, (unsigned)pr->batch);
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, a->stream>>>(p);
+    return cudaGetLastError();
+}
+
+/* The ablation of the FA3 paper's Table 2, chosen by the environment variable
+ * FX_ABLATION (unset or "none": the full schedule). Built for head_dim 128 only. */
+enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblationNeither };
+
+/* The ablation FX_ABLATION asks for, or -1 (with a message) for an unknown value or a
+ * head_dim the variants were not built for. */
+static int ablation_from_env(int head_dim)
+{
+    const char *v = getenv("FX_ABLATION");
+    if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
+        return kAblationNone;
+    int mode = -1;
+    if (strcmp(v, "no-pingpong") == 0)
+        mode = kAblationNoPingpong;
+    else if (strcmp(v, "no-overlap") == 0)
+        mode = kAblationNoOverlap;
+    else if (strcmp(v, "neither") == 0)
+        mode = kAblationNeither;
+    if (mode < 0) {
+        fprintf(stderr, "08_intra_wg_overlap: FX_ABLATION=%s is not one of none, no-pingpong, "
+                        "no-overlap, neither\n", v);
+        return -1;
+    }
+    if (head_dim != 128) {
+        fprintf(stderr, "08_intra_wg_overlap: FX_ABLATION=%s is built for head_dim 128 only "
+                        "(got %d)\n", v, head_dim);
+        return -1;
+    }
+    return mode;
+}
+
+template <class Cfg, class Element, bool kCausal>
+static cudaError_t launch_schedule(const fx_fwd_args *a)
+{
+    const int mode = ablation_from_env(Cfg::kHeadDim);
+    if (mode < 0)
+        return cudaErrorInvalidValue;
+    if constexpr (Cfg::kHeadDim == 128) {
+        switch (mode) {
+        case kAblationNoPingpong: return launch<Cfg, Element, kCausal, false, true>(a);
+        case kAblationNoOverlap: return launch<Cfg, Element, kCausal, true, false>(a);
+        case kAblationNeither: return launch<Cfg, Element, kCausal, false, false>(a);
+        default: break;
+        }
+    }
+    return launch<Cfg, Element, kCausal, true, true>(a);
+}
+
+template <class Cfg, class Element>
+static cudaError_t launch_masking(const fx_fwd_args *a)
+{
+    return a->p->causal ? launch_schedule<Cfg, Element, true>(a)
+                        : launch_schedule<Cfg, Element, false>(a);
+}
+
+template <class Cfg>
+static cudaError_t launch_dtype(const fx_fwd_args *a)
+{
+    switch (a->p->dtype) {
+    case FX_BF16: return launch_masking<Cfg, __nv_bfloat16>(a);
+    case FX_FP16: return launch_masking<Cfg, __half>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern "C" size_t fx_overlap_fwd_smem_bytes(int head_dim)
+{
+    switch (head_dim) {
+    case 64: return ConfigD64::kSmemBytes;
+    case 128: return ConfigD128::kSmemBytes;
+    case 256: return ConfigD256::kSmemBytes;
+    default: return 0;
+    }
+}
+
+/* O's 16-byte chunk stores need 16-byte aligned rows (the TMA maps check Q, K and V). */
+static bool o_aligned(const void *o, const fx_layout *l)
+{
+    return ((uintptr_t)o % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
+           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
+}
+
+extern "C" cudaError_t fx_overlap_forward(const fx_fwd_args *a)
+{
+    if (!o_aligned(a->o, &a->o_layout))
+        return cudaErrorMisalignedAddress;
+    switch (a->p->head_dim) {
+    case 64: return launch_dtype<ConfigD64>(a);
+    case 128: return launch_dtype<ConfigD128>(a);
+    case 256: return launch_dtype<ConfigD256>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}
