@@ -133,12 +133,18 @@ struct WsConfig {
 };
 
 /*
- * The tiles: stage 07's (tuned below where measured). Registers per thread after setmaxnreg (FA3's budgets, FA3_HOPPER_FACTS):
+ * The tiles: stage 07's. Registers per thread after setmaxnreg (FA3's budgets,
+ * FA3_HOPPER_FACTS):
  *  - d=64: 3 consumer warpgroups, 192×128, 512 threads: entry cap 128, producer 32,
  *    consumers 160 (32 + 3·160 = 512).
  *  - d=128: 2 consumer warpgroups, 128×128, 384 threads: entry cap 168, producer 24,
  *    consumers 240 (24 + 2·240 = 504).
  *  - d=256: 2 consumer warpgroups, 128×64, 384 threads: 24 / 240.
+ * FA3's own tiles were tried and not kept: 128×176 (non-causal head_dim 128) and 128×80
+ * (head_dim 256) compiled without spills and passed the matrix, but measured no faster on
+ * an H200 (bf16, batch 2, seqlen 8192, --bench): 681 against 685 TFLOP/s for these tiles
+ * at head_dim 128, 737 against 746 at 256 (two runs the same day, in which stage 07
+ * measured within 1% of itself), the latter at 224 KiB of smem per CTA.
  */
 using ConfigD64 = WsConfig<64, 3, 128, 2, 32, 160>;
 using ConfigD128 = WsConfig<128, 2, 128, 2, 24, 240>;
