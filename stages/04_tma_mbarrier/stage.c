@@ -1,0 +1,85 @@
+/*
+ * stage.c — the descriptor of stage 04 (stage 03's forward with TMA and mbarriers): what
+ * it can do, how to run it.
+ *
+ * The kernel and its launcher are in tma_fwd.cu. This file tells the harness the
+ * capabilities and refuses, naming the limit, a problem the launch itself could not run:
+ * a grid dimension past the hardware's, a tile that needs more shared memory per block
+ * than this GPU has, or tensors that a TMA tensor map cannot describe. There is no
+ * backward (stage 03's checks it) and no CPU model (the algorithm is stage 03's, whose
+ * model is flash2_model.c).
+ */
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "fx_stage.h"
+
+/* tma_fwd.cu (extern "C"). */
+cudaError_t fx_stage04_forward(const fx_fwd_args *a);
+size_t fx_stage04_fwd_smem_bytes(int head_dim);
+int fx_stage04_fwd_check_layouts(const fx_problem *p, char *why, size_t why_len);
+
+/* The grid is (query blocks, heads_q, batch); gridDim.y and gridDim.z stop at 65535. */
+#define TMA_MAX_GRID_YZ 65535
+
+static int tma_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+{
+    (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
+    if (p->heads_q > TMA_MAX_GRID_YZ || p->batch > TMA_MAX_GRID_YZ) {
+        snprintf(why, why_len,
+                 "04_tma_mbarrier runs one CTA per (query block, head, batch): heads_q (%d) and "
+                 "batch (%d) must each be at most %d (gridDim.y/z)",
+                 p->heads_q, p->batch, TMA_MAX_GRID_YZ);
+        return 2;
+    }
+    /* Layouts TMA cannot describe (a stride that is not a multiple of 16 bytes, a dimension
+     * past 2^32): the same validation the launcher's encoding runs. No device needed. */
+    if (fx_stage04_fwd_check_layouts(p, why, why_len) != 0)
+        return 2;
+    int device = 0, smem_optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+        /* No device to ask: opening the device reports that (exit 77) on its own. */
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const size_t needed = fx_stage04_fwd_smem_bytes(p->head_dim);
+    if (needed > (size_t)smem_optin) {
+        snprintf(why, why_len,
+                 "04_tma_mbarrier at head_dim %d keeps Q and its K/V ring in shared memory: "
+                 "%zu bytes per block, this GPU allows %d",
+                 p->head_dim, needed, smem_optin);
+        return 2;
+    }
+    return 0;
+}
+
+const fx_stage fx_stage_04_tma_mbarrier = {
+    .id = "04_tma_mbarrier",
+    .summary = "stage 03's forward with its data movement on TMA: Q, K, V loaded by "
+               "cp.async.bulk.tensor into 128B-swizzled smem, completing on mbarriers "
+               "(expect_tx, parity waits) in a two-stage ring; O stored by TMA",
+    .caps = {
+        .head_dims = {64, 128, 256},  /* one tile configuration per head_dim */
+        .n_head_dims = 3,
+        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+        .causal = true,
+        .gqa = true,
+        .backward = false,
+        .deterministic_backward = false,
+        .min_sm = 90,
+        .sm90a_only = true,
+        .limits = "heads_q and batch at most 65535 (grid); head_dim 64, 128, 256 only: with the "
+                  "128-byte swizzle a TMA box row is at most 64 elements, and a row of 96 is not "
+                  "whole 64-column boxes (docs/04_tma_mbarrier.md, exercises); shared memory "
+                  "per block 50, 66 and 194 KiB at head_dim 64, 128, 256 (Hopper); strides "
+                  "multiples of 16 bytes (tensor maps); no backward (stage 03's)",
+    },
+    .workspace_bytes = NULL,
+    .check_problem = tma_check_problem,
+    .forward = fx_stage04_forward,
+    .backward = NULL,
+    .cpu_model = NULL,
+};
