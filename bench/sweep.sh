@@ -37,6 +37,11 @@
 #       more (at 50 TFLOP/s add 15 s, at 25 TFLOP/s 40 s)
 #   the full forward sweep, --stages 02_flash1,03_flash2 about 3.5 minutes (measured);
 #       stage 01 (in the default, every built stage) adds about 2 more
+#   the full forward sweep, --stages 03_flash2,...,08_intra_wg_overlap (six stages):
+#       about 10.5 minutes (measured: 565 s for 98 of its 108 points): more than the
+#       10 minutes one call to a lent GPU machine may run, so run it as --head-dims 64,128
+#       and --head-dims 256 (plots/data/fa3_fwd_hopper_2026-12-01_nvidia-h200.meta says
+#       how that CSV was joined from two runs)
 #   a backward sweep of every head_dim: 02_flash1 adds about 3.5 minutes (its backward
 #       about 2.8 times its forward's time, both timed), 01_naive about 4.
 #

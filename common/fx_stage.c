@@ -83,3 +83,32 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
              c->sm90a_only ? "a (Hopper) only" : " or newer", c->limits ? "  limits:   " : "",
              c->limits ? c->limits : "", c->limits ? "\n" : "");
 }
+
+int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why,
+                              size_t why_len)
+{
+    if (p->heads_q <= FX_MAX_GRID_YZ && p->batch <= FX_MAX_GRID_YZ)
+        return 0;
+    snprintf(why, why_len,
+             "%s runs one CTA per (query block, head, batch): heads_q (%d) and batch (%d) must "
+             "each be at most %d (gridDim.y/z)",
+             stage_id, p->heads_q, p->batch, FX_MAX_GRID_YZ);
+    return 2;
+}
+
+int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const char *what,
+                        char *why, size_t why_len)
+{
+    int device = 0, smem_optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: leave no error behind */
+        return 0;
+    }
+    if (needed <= (size_t)smem_optin)
+        return 0;
+    snprintf(why, why_len, "%s at head_dim %d keeps %s in shared memory: %zu bytes per block, "
+             "this GPU allows %d", stage_id, head_dim, what, needed, smem_optin);
+    return 2;
+}

@@ -97,6 +97,21 @@ typedef struct fx_stage {
 int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward,
                       char *why, size_t why_len);
 
+/* The grid of stages 03-08 is (query blocks, heads_q, batch), and gridDim.y and gridDim.z
+ * stop at FX_MAX_GRID_YZ. Returns 0 when heads_q and batch fit, else 2 with the message
+ * "<stage_id> runs one CTA per (query block, head, batch): heads_q (...) and batch (...)
+ * must each be at most 65535 (gridDim.y/z)" in `why`. Needs no GPU. */
+#define FX_MAX_GRID_YZ 65535
+int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why,
+                              size_t why_len);
+
+/* Returns 2 with a message naming the bytes when one block needs more dynamic shared
+ * memory (`needed` bytes, for `what` at this head_dim) than the current GPU allows a block
+ * to opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin), else 0. With no device to ask
+ * it returns 0: opening the device reports that (exit 77) on its own. */
+int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const char *what,
+                        char *why, size_t why_len);
+
 /* Writes the capabilities into buf (len bytes, truncated to fit) as --help prints them,
  * one "  key:      value" line each; scripts/gen_readme_stages.sh parses those lines. */
 void fx_caps_describe(const fx_stage *s, char *buf, size_t len);

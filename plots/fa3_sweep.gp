@@ -110,8 +110,10 @@ stage_colors = "#c6dbef #9ecae1 #4292c6 #08519c #08306b #a1d99b #74c476 #41ab5d 
 peer_color(s) = s eq "sdpa_flash" ? "#fdae6b" : s eq "sdpa_cudnn" ? "#e6550d" : \
                 s eq "sdpa_efficient" ? "#969696" : "#bcbddc"
 is_stage(s) = strstrt("0123456789", s[1:1]) > 0
-# A stage keeps its colour in every figure: the colour is chosen by its number.
-stage_color(s) = word(stage_colors, (int(s[1:2]) + 9) % 10 + 1)
+# A stage keeps its colour in every figure: the colour is chosen by its number (read
+# digit by digit: gnuplot takes "08" and "09" for bad octal).
+stage_num(s) = 10 * int(s[1:1]) + int(s[2:2])
+stage_color(s) = word(stage_colors, (stage_num(s) + 9) % 10 + 1)
 color(i) = is_stage(word(series, i)) ? stage_color(word(series, i)) : peer_color(word(series, i))
 pretty(s) = s eq "sdpa_flash" ? "SDPA flash (FA2)" : s eq "sdpa_cudnn" ? "SDPA cuDNN" : \
             s eq "sdpa_efficient" ? "SDPA mem-efficient" : "stage " . s

@@ -377,7 +377,9 @@ static __device__ __forceinline__ void fx_wgmma_wait(void)
 
 /* Not an instruction: tells the compiler that the accumulator registers may change behind
  * its back, so it neither reads them before fx_wgmma_wait() nor moves their writes past
- * fx_wgmma_fence(). Call it on the accumulators right after issuing and right after waiting. */
+ * fx_wgmma_fence(). Call it on the accumulators right after waiting (every stage does), and
+ * right after issuing where other code runs between the issue and the wait (stage 08's
+ * softmax under the PV GEMM). */
 template <int N>
 static __device__ __forceinline__ void fx_wgmma_fence_operand(float (&d)[N])
 {

@@ -20,40 +20,17 @@ cudaError_t fx_stage04_forward(const fx_fwd_args *a);
 size_t fx_stage04_fwd_smem_bytes(int head_dim);
 int fx_stage04_fwd_check_layouts(const fx_problem *p, char *why, size_t why_len);
 
-/* The grid is (query blocks, heads_q, batch); gridDim.y and gridDim.z stop at 65535. */
-#define TMA_MAX_GRID_YZ 65535
-
 static int tma_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (p->heads_q > TMA_MAX_GRID_YZ || p->batch > TMA_MAX_GRID_YZ) {
-        snprintf(why, why_len,
-                 "04_tma_mbarrier runs one CTA per (query block, head, batch): heads_q (%d) and "
-                 "batch (%d) must each be at most %d (gridDim.y/z)",
-                 p->heads_q, p->batch, TMA_MAX_GRID_YZ);
+    if (fx_check_grid_heads_batch(p, "04_tma_mbarrier", why, why_len))
         return 2;
-    }
     /* Layouts TMA cannot describe (a stride that is not a multiple of 16 bytes, a dimension
      * past 2^32): the same validation the launcher's encoding runs. No device needed. */
     if (fx_stage04_fwd_check_layouts(p, why, why_len) != 0)
         return 2;
-    int device = 0, smem_optin = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
-        /* No device to ask: opening the device reports that (exit 77) on its own. */
-        (void)cudaGetLastError();
-        return 0;
-    }
-    const size_t needed = fx_stage04_fwd_smem_bytes(p->head_dim);
-    if (needed > (size_t)smem_optin) {
-        snprintf(why, why_len,
-                 "04_tma_mbarrier at head_dim %d keeps Q and its K/V ring in shared memory: "
-                 "%zu bytes per block, this GPU allows %d",
-                 p->head_dim, needed, smem_optin);
-        return 2;
-    }
-    return 0;
+    return fx_check_smem_optin(fx_stage04_fwd_smem_bytes(p->head_dim), "04_tma_mbarrier",
+                               p->head_dim, "Q and its K/V ring", why, why_len);
 }
 
 const fx_stage fx_stage_04_tma_mbarrier = {

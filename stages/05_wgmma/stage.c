@@ -6,7 +6,6 @@
  * dimension past the hardware's, or a tile that needs more shared memory per block than
  * this GPU has.
  */
-#include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
@@ -16,35 +15,15 @@
 cudaError_t fx_wgmma_forward(const fx_fwd_args *a);
 size_t fx_wgmma_fwd_smem_bytes(int head_dim);
 
-/* The grid is (query blocks, heads_q, batch); gridDim.y and gridDim.z stop at 65535. */
-#define WGMMA_MAX_GRID_YZ 65535
-
+/* A grid dimension past the hardware's, or a tile past this GPU's shared memory: the
+ * launch could not run it, so refuse it here, naming the limit (common/fx_stage.c). */
 static int wgmma_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
-    (void)backward; /* the caps say there is no backward: the harness refuses it first */
-    if (p->heads_q > WGMMA_MAX_GRID_YZ || p->batch > WGMMA_MAX_GRID_YZ) {
-        snprintf(why, why_len,
-                 "05_wgmma runs one CTA per (query block, head, batch): heads_q (%d) and batch "
-                 "(%d) must each be at most %d (gridDim.y/z)",
-                 p->heads_q, p->batch, WGMMA_MAX_GRID_YZ);
+    (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
+    if (fx_check_grid_heads_batch(p, "05_wgmma", why, why_len))
         return 2;
-    }
-    int device = 0, smem_optin = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
-        (void)cudaGetLastError(); /* no device: fx_device_open reports it (exit 77) */
-        return 0;
-    }
-    const size_t needed = fx_wgmma_fwd_smem_bytes(p->head_dim);
-    if (needed > (size_t)smem_optin) {
-        snprintf(why, why_len,
-                 "05_wgmma at head_dim %d keeps Q and two stages of K and V in shared memory: "
-                 "%zu bytes per block, this GPU allows %d",
-                 p->head_dim, needed, smem_optin);
-        return 2;
-    }
-    return 0;
+    return fx_check_smem_optin(fx_wgmma_fwd_smem_bytes(p->head_dim), "05_wgmma", p->head_dim,
+                               "Q and two stages of K and V", why, why_len);
 }
 
 const fx_stage fx_stage_05_wgmma = {

@@ -24,12 +24,11 @@
  * is refilled while the consumers are still in the softmax and the PV GEMM.
  *
  * Sources: Shah et al., "FlashAttention-3: Fast and Accurate Attention with Asynchrony and
- * Low-precision" (2024), §3.1 ("Producer-Consumer asynchrony", warp specialization and
- * setmaxnreg); FA2 Algorithm 1 for the
- * online softmax; PTX ISA §9.7.15 (wgmma: fragments §9.7.15.5.1.1, descriptors
- * §9.7.15.5.1.2, wgmma.mma_async §9.7.15.5.2, fence/commit/wait §9.7.15.7), §9.7.9.25.5.2
- * (cp.async.bulk.tensor), §9.7.13.15 (mbarrier), §9.7.19.5 (setmaxnreg), §9.7.13.14
- * (elect.sync). Wrappers: common/ptx/hopper.cuh.
+ * Low-precision" (2024), §3.1 (producer-consumer asynchrony: warp specialization and
+ * setmaxnreg); FA2 Algorithm 1 for the online softmax; PTX ISA §9.7.15 (wgmma: fragments
+ * §9.7.15.5.1.1, descriptors §9.7.15.5.1.2, wgmma.mma_async §9.7.15.5.2, fence/commit/wait
+ * §9.7.15.7), §9.7.9.25.5.2 (cp.async.bulk.tensor), §9.7.13.15 (mbarrier), §9.7.19.5
+ * (setmaxnreg), §9.7.13.14 (elect.sync). Wrappers: common/ptx/hopper.cuh.
  *
  * Layouts (fx_problem.h): Q, O [batch, seqlen_q, heads_q, head_dim]; K, V [batch,
  * seqlen_k, heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log.
@@ -80,12 +79,17 @@ struct WsConfig {
     // One producer warpgroup (warpgroup 0) beside the consumers.
     static constexpr int kNThreads = (kNumWarpgroups + 1) * kWarpgroupThreads;
     static constexpr int kNConsumerWarps = kNumWarpgroups * kWarpsPerWarpgroup;
-    // setmaxnreg targets (multiples of 8). The CTA's 64K registers are shared out by
-    // warpgroup: producer + consumers·kConsumerRegs must fit 65536 / 128 = 512.
+    // setmaxnreg targets (multiples of 8). The launch gives every thread the entry cap,
+    // 65536 / kNThreads rounded down to a multiple of 8 (168 at 384 threads, 128 at 512);
+    // setmaxnreg only moves registers between warpgroups, so producer + consumers·
+    // kConsumerRegs must fit (kNumWarpgroups + 1) entry caps, or setmaxnreg.inc waits for
+    // registers that never come back.
     static constexpr int kProducerRegs = kProducerRegs_;
     static constexpr int kConsumerRegs = kConsumerRegs_;
-    static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <= 512,
-                  "setmaxnreg: the warpgroups' registers exceed the register file");
+    static constexpr int kEntryRegs = (65536 / kNThreads) / 8 * 8;
+    static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <=
+                      (kNumWarpgroups + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
+                  "setmaxnreg: the warpgroups ask for more registers than the launch gives");
     static constexpr int kSlabs = kHeadDim / kSlabCols;        // 64-column slabs per row
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
     // kHeadDim/2, P (16-bit pairs) kBlockN/4.
@@ -117,7 +121,8 @@ struct WsConfig {
 
 /*
  * The tiles: stage 05's, so that the only change is the producer warpgroup and the
- * register split. Registers per thread after setmaxnreg (FA3's budgets, FA3_HOPPER_FACTS):
+ * register split. Registers per thread after setmaxnreg (the budgets of the public FA3 kernels, hopper/ in
+ * Dao-AILab/flash-attention):
  *  - d=64: 3 consumer warpgroups, 192×128, 512 threads: entry cap 128, producer 32,
  *    consumers 160 (32 + 3·160 = 512).
  *  - d=128: 2 consumer warpgroups, 128×128, 384 threads: entry cap 168, producer 24,
@@ -229,7 +234,7 @@ static __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
 }
 
 /* ---------------------------------------------------------------------------------
- * Producer (thread 0): TMA loads of one tile, one box per 64-column slab
+ * Producer: TMA loads of one tile, one box per 64-column slab
  * ------------------------------------------------------------------------------ */
 
 /* Announces the tile's bytes on `bar`, then issues its head_dim/64 boxes. Rows past the

@@ -17,15 +17,15 @@
  * Two things must wait for the PV group, because the tensor cores read or write them
  * asynchronously until it completes: O (so its rescale comes after wait_group 0) and the
  * A fragments of P_{j-1} (so P_j is packed into them only after it). S_j's fp32
- * accumulators hold P_j in the meantime. FA3 orders its mainloop this way
- * (FA3_HOPPER_FACTS, "Forward mainloop order").
+ * accumulators hold P_j in the meantime. The public FA3 kernel orders its mainloop
+ * this way (hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp in Dao-AILab/flash-attention).
  *
  * Also new here:
  *   - the causal split loop: the blocks that need a mask (the ones crossing the diagonal
  *     and the seqlen_k tail; they come first, as the loop walks from the last block down)
  *     run in their own loop, instantiated with the mask; the rest run a loop without a
- *     single mask instruction (FA3's order: masked first, so the diagonal blocks' work
- *     starts while the producer is still filling the ring).
+ *     single mask instruction (the public FA3 kernel's order: masked first, because the
+ *     loop walks from the last block down).
  *   - the epilogue: each consumer warpgroup writes its normalized O rows into its rows of
  *     the Q tile in shared memory (the 128B-swizzled slab layout TMA reads), fences the
  *     generic-proxy writes against the async proxy, meets its own 128 threads at a named
@@ -39,12 +39,13 @@
  * (stages 06 and 07) are unchanged.
  *
  * Sources: Shah et al., "FlashAttention-3: Fast and Accurate Attention with Asynchrony and
- * Low-precision" (2024), §3.1 ("Producer-Consumer asynchrony", warp specialization and
- * setmaxnreg); FA2 Algorithm 1 for the
- * online softmax; PTX ISA §9.7.15 (wgmma: fragments §9.7.15.5.1.1, descriptors
- * §9.7.15.5.1.2, wgmma.mma_async §9.7.15.5.2, fence/commit/wait §9.7.15.7), §9.7.9.25.5.2
+ * Low-precision" (2024), §3.1 (warp specialization, pingpong) and §3.2 (intra-warpgroup
+ * overlapping of GEMM and softmax, Algorithm 2); FA2 Algorithm 1 for the online softmax;
+ * PTX ISA §9.7.15 (wgmma: fragments §9.7.15.5.1.1, descriptors §9.7.15.5.1.2,
+ * wgmma.mma_async §9.7.15.5.2, fence/commit/wait §9.7.15.7), §9.7.9.25.5.2
  * (cp.async.bulk.tensor), §9.7.13.15 (mbarrier), §9.7.19.5 (setmaxnreg), §9.7.13.14
- * (elect.sync). Wrappers: common/ptx/hopper.cuh.
+ * (elect.sync), §9.7.13.1 (bar.sync, bar.arrive: the turns), §9.7.9.25.5.2 and §9.7.13.4
+ * (the TMA store of O and fence.proxy.async). Wrappers: common/ptx/hopper.cuh.
  *
  * Layouts (fx_problem.h): Q, O [batch, seqlen_q, heads_q, head_dim]; K, V [batch,
  * seqlen_k, heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log.
@@ -97,12 +98,17 @@ struct WsConfig {
     // One producer warpgroup (warpgroup 0) beside the consumers.
     static constexpr int kNThreads = (kNumWarpgroups + 1) * kWarpgroupThreads;
     static constexpr int kNConsumerWarps = kNumWarpgroups * kWarpsPerWarpgroup;
-    // setmaxnreg targets (multiples of 8). The CTA's 64K registers are shared out by
-    // warpgroup: producer + consumers·kConsumerRegs must fit 65536 / 128 = 512.
+    // setmaxnreg targets (multiples of 8). The launch gives every thread the entry cap,
+    // 65536 / kNThreads rounded down to a multiple of 8 (168 at 384 threads, 128 at 512);
+    // setmaxnreg only moves registers between warpgroups, so producer + consumers·
+    // kConsumerRegs must fit (kNumWarpgroups + 1) entry caps, or setmaxnreg.inc waits for
+    // registers that never come back.
     static constexpr int kProducerRegs = kProducerRegs_;
     static constexpr int kConsumerRegs = kConsumerRegs_;
-    static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <= 512,
-                  "setmaxnreg: the warpgroups' registers exceed the register file");
+    static constexpr int kEntryRegs = (65536 / kNThreads) / 8 * 8;
+    static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <=
+                      (kNumWarpgroups + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
+                  "setmaxnreg: the warpgroups ask for more registers than the launch gives");
     static constexpr int kSlabs = kHeadDim / kSlabCols;        // 64-column slabs per row
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
     // kHeadDim/2, P (16-bit pairs) kBlockN/4.
@@ -133,8 +139,8 @@ struct WsConfig {
 };
 
 /*
- * The tiles: stage 07's. Registers per thread after setmaxnreg (FA3's budgets,
- * FA3_HOPPER_FACTS):
+ * The tiles: stage 07's. Registers per thread after setmaxnreg (the budgets of the public FA3
+ * kernels, hopper/ in Dao-AILab/flash-attention):
  *  - d=64: 3 consumer warpgroups, 192×128, 512 threads: entry cap 128, producer 32,
  *    consumers 160 (32 + 3·160 = 512).
  *  - d=128: 2 consumer warpgroups, 128×128, 384 threads: entry cap 168, producer 24,
@@ -252,7 +258,7 @@ static __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
 }
 
 /* ---------------------------------------------------------------------------------
- * Producer (thread 0): TMA loads of one tile, one box per 64-column slab
+ * Producer: TMA loads of one tile, one box per 64-column slab
  * ------------------------------------------------------------------------------ */
 
 /* Announces the tile's bytes on `bar`, then issues its head_dim/64 boxes. Rows past the

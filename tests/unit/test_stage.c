@@ -84,6 +84,23 @@ START_TEST(each_limit_is_refused_by_name)
 }
 END_TEST
 
+START_TEST(a_grid_past_65535_heads_or_batches_is_refused_by_name)
+{
+    char why[256] = "";
+    fx_problem p = fx_problem_default();
+    ck_assert_int_eq(fx_check_grid_heads_batch(&p, "08_intra_wg_overlap", why, sizeof why), 0);
+    p.heads_q = p.heads_kv = FX_MAX_GRID_YZ + 1;
+    ck_assert_int_eq(fx_check_grid_heads_batch(&p, "08_intra_wg_overlap", why, sizeof why), 2);
+    ck_assert_ptr_nonnull(strstr(why, "08_intra_wg_overlap runs one CTA per"));
+    ck_assert_ptr_nonnull(strstr(why, "heads_q (65536)"));
+    p = fx_problem_default();
+    p.batch = FX_MAX_GRID_YZ + 1;
+    why[0] = '\0';
+    ck_assert_int_eq(fx_check_grid_heads_batch(&p, "05_wgmma", why, sizeof why), 2);
+    ck_assert_ptr_nonnull(strstr(why, "batch (65536)"));
+}
+END_TEST
+
 START_TEST(the_description_lists_every_capability)
 {
     char buf[1024];
@@ -107,6 +124,7 @@ int main(void)
     tcase_add_test(tc, a_problem_inside_the_capabilities_is_accepted);
     tcase_add_test(tc, each_limit_is_refused_by_name);
     tcase_add_test(tc, the_description_lists_every_capability);
+    tcase_add_test(tc, a_grid_past_65535_heads_or_batches_is_refused_by_name);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
