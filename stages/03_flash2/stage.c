@@ -45,6 +45,8 @@ static size_t flash2_workspace_bytes(const fx_problem *p, bool backward)
 
 static int flash2_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
+    if (fx_check_ffma_softmax_scale(p, "03_flash2", why, why_len))
+        return 2;
     if (backward && p->softmax_scale > FLASH2_BWD_MAX_SCALE) {
         snprintf(why, why_len,
                  "03_flash2's backward takes softmax_scale up to %g (got %g): it folds the scale "
@@ -101,7 +103,8 @@ const fx_stage fx_stage_03_flash2 = {
         .deterministic_backward = false, /* dQ accumulates by fp32 atomics across CTAs */
         .min_sm = 80,
         .sm90a_only = false,
-        .limits = "heads_q and batch at most 65535 (grid); head_dim 256 needs 192 KiB of "
+        .limits = "heads_q and batch at most 65535 (grid); "
+                  "softmax_scale at most 1000 (8 for the backward); head_dim 256 needs 192 KiB of "
                   "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
                   "backward needs 101, 115, 117 and 139 KiB at head_dim 64, 96, 128, 256 "
                   "(A100 and Hopper)",

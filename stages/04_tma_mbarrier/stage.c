@@ -23,7 +23,8 @@ int fx_stage04_fwd_check_layouts(const fx_problem *p, char *why, size_t why_len)
 static int tma_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (fx_check_grid_heads_batch(p, "04_tma_mbarrier", why, why_len))
+    if (fx_check_grid_heads_batch(p, "04_tma_mbarrier", why, why_len) ||
+        fx_check_ffma_softmax_scale(p, "04_tma_mbarrier", why, why_len))
         return 2;
     /* Layouts TMA cannot describe (a stride that is not a multiple of 16 bytes, a dimension
      * past 2^32): the same validation the launcher's encoding runs. No device needed. */
@@ -48,7 +49,8 @@ const fx_stage fx_stage_04_tma_mbarrier = {
         .deterministic_backward = false,
         .min_sm = 90,
         .sm90a_only = true,
-        .limits = "heads_q and batch at most 65535 (grid); head_dim 64, 128, 256 only: with the "
+        .limits = "heads_q and batch at most 65535 (grid); "
+                  "softmax_scale at most 1000; head_dim 64, 128, 256 only: with the "
                   "128-byte swizzle a TMA box row is at most 64 elements, and a row of 96 is not "
                   "whole 64-column boxes (docs/04_tma_mbarrier.md, exercises); shared memory "
                   "per block 50, 66 and 194 KiB at head_dim 64, 128, 256 (Hopper); strides "

@@ -20,7 +20,8 @@ size_t fx_ws_fwd_smem_bytes(int head_dim);
 static int ws_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (fx_check_grid_heads_batch(p, "06_warp_specialized", why, why_len))
+    if (fx_check_grid_heads_batch(p, "06_warp_specialized", why, why_len) ||
+        fx_check_ffma_softmax_scale(p, "06_warp_specialized", why, why_len))
         return 2;
     return fx_check_smem_optin(fx_ws_fwd_smem_bytes(p->head_dim), "06_warp_specialized", p->head_dim,
                                "Q and two stages of K and V", why, why_len);
@@ -41,7 +42,8 @@ const fx_stage fx_stage_06_warp_specialized = {
         .deterministic_backward = false,
         .min_sm = 90,
         .sm90a_only = true, /* wgmma exists only on sm_90a */
-        .limits = "heads_q and batch at most 65535 (grid); Q, K, V with 16-byte aligned base "
+        .limits = "heads_q and batch at most 65535 (grid); "
+                  "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
                   "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
                   "64, 128, 256",
     },

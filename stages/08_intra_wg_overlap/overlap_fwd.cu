@@ -797,9 +797,9 @@ static cudaError_t launch(const fx_fwd_args *a)
  * FX_ABLATION (unset or "none": the full schedule). Built for head_dim 128 only. */
 enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblationNeither };
 
-/* The ablation FX_ABLATION asks for, or -1 (with a message) for an unknown value or a
- * head_dim the variants were not built for. */
-static int ablation_from_env(int head_dim)
+/* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value or
+ * a head_dim the variants were not built for. */
+static int ablation_parse(int head_dim, char *why, size_t why_len)
 {
     const char *v = getenv("FX_ABLATION");
     if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
@@ -812,15 +812,31 @@ static int ablation_from_env(int head_dim)
     else if (strcmp(v, "neither") == 0)
         mode = kAblationNeither;
     if (mode < 0) {
-        fprintf(stderr, "08_intra_wg_overlap: FX_ABLATION=%s is not one of none, no-pingpong, "
-                        "no-overlap, neither\n", v);
+        snprintf(why, why_len, "08_intra_wg_overlap: FX_ABLATION=%s is not one of none, "
+                 "no-pingpong, no-overlap, neither", v);
         return -1;
     }
     if (head_dim != 128) {
-        fprintf(stderr, "08_intra_wg_overlap: FX_ABLATION=%s is built for head_dim 128 only "
-                        "(got %d)\n", v, head_dim);
+        snprintf(why, why_len, "08_intra_wg_overlap: FX_ABLATION=%s is built for head_dim 128 "
+                 "only (got %d)", v, head_dim);
         return -1;
     }
+    return mode;
+}
+
+/* For stage.c's check_problem: 0, or 2 with the reason, before any input is made. */
+extern "C" int fx_overlap_check_ablation(int head_dim, char *why, size_t why_len)
+{
+    return ablation_parse(head_dim, why, why_len) < 0 ? 2 : 0;
+}
+
+/* The same at launch (a caller that skipped check_problem): the reason goes to stderr. */
+static int ablation_from_env(int head_dim)
+{
+    char why[160];
+    const int mode = ablation_parse(head_dim, why, sizeof why);
+    if (mode < 0)
+        fprintf(stderr, "%s\n", why);
     return mode;
 }
 

@@ -14,13 +14,16 @@
 /* overlap_fwd.cu (extern "C"). */
 cudaError_t fx_overlap_forward(const fx_fwd_args *a);
 size_t fx_overlap_fwd_smem_bytes(int head_dim);
+int fx_overlap_check_ablation(int head_dim, char *why, size_t why_len);
 
 /* A grid dimension past the hardware's, or a tile past this GPU's shared memory: the
  * launch could not run it, so refuse it here, naming the limit (common/fx_stage.c). */
 static int overlap_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (fx_check_grid_heads_batch(p, "08_intra_wg_overlap", why, why_len))
+    if (fx_check_grid_heads_batch(p, "08_intra_wg_overlap", why, why_len) ||
+        fx_check_ffma_softmax_scale(p, "08_intra_wg_overlap", why, why_len) ||
+        fx_overlap_check_ablation(p->head_dim, why, why_len))
         return 2;
     return fx_check_smem_optin(fx_overlap_fwd_smem_bytes(p->head_dim), "08_intra_wg_overlap", p->head_dim,
                                "Q and two stages of K and V", why, why_len);
@@ -41,7 +44,8 @@ const fx_stage fx_stage_08_intra_wg_overlap = {
         .deterministic_backward = false,
         .min_sm = 90,
         .sm90a_only = true, /* wgmma exists only on sm_90a */
-        .limits = "heads_q and batch at most 65535 (grid); Q, K, V, O with 16-byte aligned "
+        .limits = "heads_q and batch at most 65535 (grid); "
+                  "softmax_scale at most 1000; Q, K, V, O with 16-byte aligned "
                   "base and strides (TMA); shared memory per block 89, 161 and 193 KiB at "
                   "head_dim 64, 128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts "
                   "of the schedule off (head_dim 128 only)",
