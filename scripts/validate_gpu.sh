@@ -53,7 +53,7 @@ for bin in build/bin/stage_*; do
         rc=$?
         note "sanitizer $tool $id: $([[ $rc == 0 ]] && echo clean || echo "exit $rc")"
     done
-    cuobjdump -sass "$bin" 2>/dev/null | grep -oE '\b(HMMA|HGMMA|UTMALDG|USETMAXREG|LDSM|LDGSTS|FFMA|MUFU\.EX2)[.A-Z0-9]*' |
+    cuobjdump -sass "$bin" 2>/dev/null | grep -oE '\b(HMMA|HGMMA|UTMALDG|UTMASTG|USETMAXREG|BAR\.ARV|LDSM|LDGSTS|FFMA|MUFU\.EX2)[.A-Za-z0-9]*' |
         sort | uniq -c | sort -rn | head -n 8 > "$out/sass_$id.tmp"
     note "sass $id: $(awk '{printf "%s %s; ", $2, $1}' "$out/sass_$id.tmp")"
     { echo "=== $id ==="; cat "$out/sass_$id.tmp"; } >> "$out/sass.txt" && rm -f "$out/sass_$id.tmp"
