@@ -136,8 +136,12 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
         id=${bin##*/stage_}
         echo
         echo "=== stage $id: CPU model ==="
-        run_stage "$bin" --cpu --check --bwd "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
-        if ((rc == 2)) && grep -q 'has no backward' "$log"; then  # the CPU model's or the stage's
+        # The backward too where the stage has one (its --help says so); a CPU model
+        # without a backward is retried forward only.
+        bwd=()
+        "$bin" --help | grep -q '^  backward: yes' && bwd=(--bwd)
+        run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+        if ((rc == 2)) && ((${#bwd[@]})) && grep -q 'CPU model has no backward' "$log"; then
             run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
         fi
         case $rc in
