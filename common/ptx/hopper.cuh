@@ -117,29 +117,39 @@ static __device__ __forceinline__ bool fx_mbarrier_try_wait_parity(uint32_t bar,
 #define FX_HANG_BUDGET_CYCLES (1ll << 32)
 #endif
 
-/* Waits until the phase with this parity of the barrier at `bar` has completed.
- * Release builds: a plain try_wait loop. Debug builds (FX_DEBUG_HANGS): after
- * FX_HANG_BUDGET_CYCLES the thread prints the barrier's shared address, the parity it
- * waited for, its block and thread, and traps; the launch then fails with
- * cudaErrorLaunchFailure instead of hanging (the message reaches the host the way a
- * device-side assert's does). */
-static __device__ __forceinline__ void fx_mbarrier_wait(uint32_t bar, uint32_t parity)
+/* Waits until the phase with this parity (0 or 1) of the barrier at `bar` (a shared
+ * address) has completed. Release builds: a plain try_wait loop; `name` and `index` are
+ * unused. Debug builds (FX_DEBUG_HANGS): after FX_HANG_BUDGET_CYCLES the thread prints
+ * the barrier — by `name`[`index`] when a name is given (e.g. "kv_full", stage 1), always
+ * by its shared address —, the parity it waited for, its block and thread, and traps; the
+ * launch then fails with cudaErrorLaunchFailure instead of hanging (the message reaches
+ * the host the way a device-side assert's does). */
+static __device__ __forceinline__ void fx_mbarrier_wait_named(uint32_t bar, uint32_t parity,
+                                                              const char *name, int index)
 {
 #ifdef FX_DEBUG_HANGS
     const long long start = clock64();
     while (!fx_mbarrier_try_wait_parity(bar, parity)) {
         if (clock64() - start > FX_HANG_BUDGET_CYCLES) {
-            printf("fx_mbarrier_wait: hang: mbarrier at smem 0x%x never completed the phase "
-                   "with parity %u; block (%d,%d,%d) thread %d\n",
-                   bar, parity, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z,
-                   (int)threadIdx.x);
+            printf("fx_mbarrier_wait: hang: mbarrier %s[%d] at smem 0x%x never completed the "
+                   "phase with parity %u; block (%d,%d,%d) thread %d\n",
+                   name ? name : "(unnamed)", index, bar, parity, (int)blockIdx.x,
+                   (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x);
             __trap();
         }
     }
 #else
+    (void)name;
+    (void)index;
     while (!fx_mbarrier_try_wait_parity(bar, parity)) {
     }
 #endif
+}
+
+/* The same without a name: the debug message gives the barrier's shared address only. */
+static __device__ __forceinline__ void fx_mbarrier_wait(uint32_t bar, uint32_t parity)
+{
+    fx_mbarrier_wait_named(bar, parity, NULL, 0);
 }
 
 /* =================================================================================

@@ -231,33 +231,6 @@ static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUten
                        row0, batch);
 }
 
-/*
- * A consumer's wait for the phase of parity `phase` of the barrier at `bar`. Release
- * builds: fx_mbarrier_wait (a try_wait loop). Debug builds (FX_DEBUG_HANGS): the same
- * loop, bounded like fx_mbarrier_wait's, but the trap names the barrier (which buffer,
- * which stage) and the phase, so that a phase bug reads as one line.
- */
-static __device__ __forceinline__ void wait_barrier(uint32_t bar, uint32_t phase,
-                                                    const char *name, int stage)
-{
-#ifdef FX_DEBUG_HANGS
-    const long long start = clock64();
-    while (!fx_mbarrier_try_wait_parity(bar, phase)) {
-        if (clock64() - start > FX_HANG_BUDGET_CYCLES) {
-            printf("04_tma_mbarrier: hang: barrier %s[%d] (smem 0x%x) never completed the "
-                   "phase with parity %u; block (%d,%d,%d) thread %d\n",
-                   name, stage, bar, phase, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z,
-                   (int)threadIdx.x);
-            __trap();
-        }
-    }
-#else
-    (void)name;
-    (void)stage;
-    fx_mbarrier_wait(bar, phase);
-#endif
-}
-
 /* ---------------------------------------------------------------------------------
  * Consumer: one K/V block — S = QKᵀ, mask, online softmax, O += PV
  * ------------------------------------------------------------------------------ */
@@ -590,7 +563,7 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
             row_sum[i][h] = 0.f;
         }
     }
-    wait_barrier(q_full, 0, "q_full", 0);  // Q is loaded once: its only phase has parity 0
+    fx_mbarrier_wait_named(q_full, 0, "q_full", 0);  // Q is loaded once: its only phase has parity 0
 
     // ---- Mainloop: KV inner loop, a kStages-deep TMA ring ----
     // Block n_block is in stage `stage`, filled for the (fill count)-th time, whose parity
@@ -617,7 +590,7 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
                                          next * Cfg::kBlockN, head_kv, batch);
         }
         // Block n_block has landed: the try_wait's acquire makes the TMA's bytes visible.
-        wait_barrier(kv_full0 + stage * kBarrierBytes, phase, "kv_full", stage);
+        fx_mbarrier_wait_named(kv_full0 + stage * kBarrierBytes, phase, "kv_full", stage);
         const uint32_t sK = sK0 + stage * kStageBytes, sV = sV0 + stage * kStageBytes;
         if (n_block >= n_block_unmasked)
             attention_block<Cfg, Element, kCausal, true>(acc_o, row_max, row_sum, sQ, sK, sV,

@@ -63,8 +63,9 @@ static constexpr unsigned kFullWarp = 0xffffffffu;
 static constexpr int kElemBytes = 2;
 // A 128B-swizzled slab is rows × 64 elements (128 bytes per row); TMA's box is one slab.
 static constexpr int kSlabCols = 64;
-static constexpr int kSlabRowBytes = 128;
-static constexpr int kSwizzleAtomBytes = 1024;  // 8 rows: where the swizzle pattern repeats
+static constexpr int kSlabRowBytes = FX_SWIZZLE128_ROW_BYTES;      // 128 (wgmma_desc.h)
+static constexpr int kSwizzleAtomBytes = FX_SWIZZLE128_ATOM_BYTES;  // 1024: 8 rows
+static constexpr int kMaxSmemPerBlockHopper = 227 * 1024;          // sm_90 opt-in limit
 static constexpr int kChunkBytes = 16;
 static constexpr int kChunkElems = 8;
 
@@ -100,10 +101,11 @@ struct WgmmaConfig {
 
     static_assert(kHeadDim % kSlabCols == 0, "head_dim is whole 64-column slabs");
     static_assert(kBlockN % kWgmmaK == 0 && kBlockN <= 256, "S is one wgmma of N = kBlockN");
-    static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box has at most 256 rows");
+    static_assert(kBlockM <= FX_TMA_MAX_BOX && kBlockN <= FX_TMA_MAX_BOX,
+                  "a TMA box has at most 256 rows");
     static_assert(kTileQBytes % kSwizzleAtomBytes == 0 && kTileKVBytes % kSwizzleAtomBytes == 0,
                   "tiles keep the 1024-byte alignment of the swizzle atom");
-    static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's 227 KiB of smem per block");
+    static_assert(kSmemBytes <= kMaxSmemPerBlockHopper, "fits Hopper's smem per block");
 };
 
 /*
@@ -621,7 +623,7 @@ extern "C" size_t fx_wgmma_fwd_smem_bytes(int head_dim)
     }
 }
 
-/* O's 16-byte chunk stores need 16-byte aligned rows (the TMA maps check Q, K and V). */
+/* O's 16-byte chunk stores need 16-byte aligned rows (the tensor maps check Q, K and V). */
 static bool o_aligned(const void *o, const fx_layout *l)
 {
     return ((uintptr_t)o % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&

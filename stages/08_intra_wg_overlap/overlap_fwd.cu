@@ -82,8 +82,9 @@ static constexpr unsigned kFullWarp = 0xffffffffu;
 static constexpr int kElemBytes = 2;
 // A 128B-swizzled slab is rows × 64 elements (128 bytes per row); TMA's box is one slab.
 static constexpr int kSlabCols = 64;
-static constexpr int kSlabRowBytes = 128;
-static constexpr int kSwizzleAtomBytes = 1024;  // 8 rows: where the swizzle pattern repeats
+static constexpr int kSlabRowBytes = FX_SWIZZLE128_ROW_BYTES;      // 128 (wgmma_desc.h)
+static constexpr int kSwizzleAtomBytes = FX_SWIZZLE128_ATOM_BYTES;  // 1024: 8 rows
+static constexpr int kMaxSmemPerBlockHopper = 227 * 1024;          // sm_90 opt-in limit
 static constexpr int kChunkBytes = 16;
 static constexpr int kChunkElems = 8;
 
@@ -132,10 +133,11 @@ struct WsConfig {
 
     static_assert(kHeadDim % kSlabCols == 0, "head_dim is whole 64-column slabs");
     static_assert(kBlockN % kWgmmaK == 0 && kBlockN <= 256, "S is one wgmma of N = kBlockN");
-    static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box has at most 256 rows");
+    static_assert(kBlockM <= FX_TMA_MAX_BOX && kBlockN <= FX_TMA_MAX_BOX,
+                  "a TMA box has at most 256 rows");
     static_assert(kTileQBytes % kSwizzleAtomBytes == 0 && kTileKVBytes % kSwizzleAtomBytes == 0,
                   "tiles keep the 1024-byte alignment of the swizzle atom");
-    static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's 227 KiB of smem per block");
+    static_assert(kSmemBytes <= kMaxSmemPerBlockHopper, "fits Hopper's smem per block");
 };
 
 /*
@@ -407,6 +409,31 @@ static constexpr uint32_t kSchedBarrierThreads = 2 * kWarpgroupThreads;
 // scheduler barriers' (at most 3 consumer warpgroups: ids 1-3 and 4-6 of 16).
 static constexpr uint32_t kEpilogueBarrierFirst = 4;
 
+/* The mbarriers, 8 bytes each from `bar0` (shared address): [0] Q full; then per K/V stage
+ * s: [1+s] K full, [1+kStages+s] V full, [1+2·kStages+s] K empty, [1+3·kStages+s] V empty.
+ * The kernel and mainloop_turn both address them through these. */
+static constexpr uint32_t kBarrierBytes = 8;
+template <class Cfg>
+static __device__ __forceinline__ uint32_t bar_k_full(uint32_t bar0, int s)
+{
+    return bar0 + kBarrierBytes * (uint32_t)(1 + s);
+}
+template <class Cfg>
+static __device__ __forceinline__ uint32_t bar_v_full(uint32_t bar0, int s)
+{
+    return bar0 + kBarrierBytes * (uint32_t)(1 + Cfg::kStages + s);
+}
+template <class Cfg>
+static __device__ __forceinline__ uint32_t bar_k_empty(uint32_t bar0, int s)
+{
+    return bar0 + kBarrierBytes * (uint32_t)(1 + 2 * Cfg::kStages + s);
+}
+template <class Cfg>
+static __device__ __forceinline__ uint32_t bar_v_empty(uint32_t bar0, int s)
+{
+    return bar0 + kBarrierBytes * (uint32_t)(1 + 3 * Cfg::kStages + s);
+}
+
 /* What a consumer warpgroup's turns need that does not change from turn to turn. */
 struct ConsumerCtx {
     uint32_t sQ, sK0, sV0, bar0;
@@ -431,10 +458,10 @@ static __device__ __forceinline__ void mainloop_turn(
     const int stage = it % Cfg::kStages, prev = (it - 1) % Cfg::kStages;
     const uint32_t phase = (uint32_t)((it / Cfg::kStages) & 1);
     const uint32_t prev_phase = (uint32_t)(((it - 1) / Cfg::kStages) & 1);
-    const uint32_t k_full = c.bar0 + 8u * (uint32_t)(1 + stage);
-    const uint32_t v_full = c.bar0 + 8u * (uint32_t)(1 + Cfg::kStages + prev);
-    const uint32_t k_empty = c.bar0 + 8u * (uint32_t)(1 + 2 * Cfg::kStages + stage);
-    const uint32_t v_empty = c.bar0 + 8u * (uint32_t)(1 + 3 * Cfg::kStages + prev);
+    const uint32_t k_full = bar_k_full<Cfg>(c.bar0, stage);
+    const uint32_t v_full = bar_v_full<Cfg>(c.bar0, prev);
+    const uint32_t k_empty = bar_k_empty<Cfg>(c.bar0, stage);
+    const uint32_t v_empty = bar_v_empty<Cfg>(c.bar0, prev);
 
     // Wait for the data before taking the turn, so a late load does not hold it.
     fx_mbarrier_wait(k_full, phase);
@@ -511,14 +538,9 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
         smem_raw + (smem_base - fx_smem_addr(smem_raw));  // the same bytes, generic address
     const uint32_t sQ = smem_base;
     const uint32_t sK0 = smem_base + Cfg::kOffK, sV0 = smem_base + Cfg::kOffV;
-    // Barriers: [0] Q full; then per stage s: [1+s] K full, [1+kStages+s] V full,
-    // [1+2·kStages+s] K empty, [1+3·kStages+s] V empty.
+    // The barriers (layout above bar_k_full).
     const uint32_t bar0 = smem_base + Cfg::kOffBarriers;
     const uint32_t bar_q = bar0;
-    auto bar_k_full = [&](int s) { return bar0 + 8u * (uint32_t)(1 + s); };
-    auto bar_v_full = [&](int s) { return bar0 + 8u * (uint32_t)(1 + Cfg::kStages + s); };
-    auto bar_k_empty = [&](int s) { return bar0 + 8u * (uint32_t)(1 + 2 * Cfg::kStages + s); };
-    auto bar_v_empty = [&](int s) { return bar0 + 8u * (uint32_t)(1 + 3 * Cfg::kStages + s); };
 
     const int m_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
     const int head_kv = head / p.q_per_kv;  // GQA (CTA-uniform: one division per CTA)
@@ -558,10 +580,11 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
     if (tid == 0) {
         fx_mbarrier_init(bar_q, 1);
         for (int s = 0; s < Cfg::kStages; ++s) {
-            fx_mbarrier_init(bar_k_full(s), 1);  // the producer's arrive.expect_tx
-            fx_mbarrier_init(bar_v_full(s), 1);
-            fx_mbarrier_init(bar_k_empty(s), Cfg::kNConsumerWarps);  // one lane per consumer warp
-            fx_mbarrier_init(bar_v_empty(s), Cfg::kNConsumerWarps);
+            fx_mbarrier_init(bar_k_full<Cfg>(bar0, s), 1);  // the producer's arrive.expect_tx
+            fx_mbarrier_init(bar_v_full<Cfg>(bar0, s), 1);
+            // one arrival per consumer warp (its lane 0)
+            fx_mbarrier_init(bar_k_empty<Cfg>(bar0, s), Cfg::kNConsumerWarps);
+            fx_mbarrier_init(bar_v_empty<Cfg>(bar0, s), Cfg::kNConsumerWarps);
         }
         fx_fence_mbarrier_init();
     }
@@ -581,15 +604,15 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
                 const uint32_t empty_phase = (uint32_t)((it / Cfg::kStages - 1) & 1);
                 const int n = n_block_max - 1 - it;
                 if (it >= Cfg::kStages)
-                    fx_mbarrier_wait(bar_k_empty(stage), empty_phase);
-                tma_load_tile<Cfg>(sK0 + stage * Cfg::kTileKVBytes, &p.tma_k, bar_k_full(stage),
-                                   Cfg::kBlockN, Cfg::kSlabKVBytes, head_kv, n * Cfg::kBlockN,
-                                   batch);
+                    fx_mbarrier_wait(bar_k_empty<Cfg>(bar0, stage), empty_phase);
+                tma_load_tile<Cfg>(sK0 + stage * Cfg::kTileKVBytes, &p.tma_k,
+                                   bar_k_full<Cfg>(bar0, stage), Cfg::kBlockN, Cfg::kSlabKVBytes,
+                                   head_kv, n * Cfg::kBlockN, batch);
                 if (it >= Cfg::kStages)
-                    fx_mbarrier_wait(bar_v_empty(stage), empty_phase);
-                tma_load_tile<Cfg>(sV0 + stage * Cfg::kTileKVBytes, &p.tma_v, bar_v_full(stage),
-                                   Cfg::kBlockN, Cfg::kSlabKVBytes, head_kv, n * Cfg::kBlockN,
-                                   batch);
+                    fx_mbarrier_wait(bar_v_empty<Cfg>(bar0, stage), empty_phase);
+                tma_load_tile<Cfg>(sV0 + stage * Cfg::kTileKVBytes, &p.tma_v,
+                                   bar_v_full<Cfg>(bar0, stage), Cfg::kBlockN, Cfg::kSlabKVBytes,
+                                   head_kv, n * Cfg::kBlockN, batch);
             }
         }
         return;  // the loads complete on the consumers' barriers; nothing here waits for them
@@ -634,7 +657,7 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
     // ---- Prologue: S of the first block (iteration 0, stage 0), alone in its turn ----
     {
         float alpha[2];  // O is still 0: nothing to rescale
-        fx_mbarrier_wait(bar_k_full(0), 0);
+        fx_mbarrier_wait(bar_k_full<Cfg>(bar0, 0), 0);
         if (kPingpong)
             fx_named_barrier_sync(c.my_turn, kSchedBarrierThreads);
         fx_wgmma_fence();
@@ -644,7 +667,7 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
         fx_wgmma_wait<0>();
         fx_wgmma_fence_operand(acc_s);
         if (lane == 0)
-            fx_mbarrier_arrive(bar_k_empty(0));
+            fx_mbarrier_arrive(bar_k_empty<Cfg>(bar0, 0));
         if (n_masked > 0)
             softmax_block<Cfg, kCausal, true>(acc_s, alpha, row_max, row_sum, consumer,
                                               warp_in_wg, lane, n_block_max - 1, m_block,
@@ -668,7 +691,8 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
     // ---- Tail: PV of the last block, alone in its turn ----
     {
         const int last = (n_iters - 1) % Cfg::kStages;
-        fx_mbarrier_wait(bar_v_full(last), (uint32_t)(((n_iters - 1) / Cfg::kStages) & 1));
+        fx_mbarrier_wait(bar_v_full<Cfg>(bar0, last),
+                         (uint32_t)(((n_iters - 1) / Cfg::kStages) & 1));
         if (kPingpong)
             fx_named_barrier_sync(c.my_turn, kSchedBarrierThreads);
         fx_wgmma_fence();
@@ -678,7 +702,7 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
         fx_wgmma_wait<0>();
         fx_wgmma_fence_operand(acc_o);
         if (lane == 0)
-            fx_mbarrier_arrive(bar_v_empty(last));
+            fx_mbarrier_arrive(bar_v_empty<Cfg>(bar0, last));
     }
 
     // ---- Epilogue: ℓ over the row, O /= ℓ once, LSE ----
@@ -884,7 +908,8 @@ extern "C" size_t fx_overlap_fwd_smem_bytes(int head_dim)
     }
 }
 
-/* O's 16-byte chunk stores need 16-byte aligned rows (the TMA maps check Q, K and V). */
+/* write_empty_block's 16-byte stores need 16-byte aligned O rows (the tensor maps check
+ * Q, K, V and O, but a CTA whose rows see no key writes O directly). */
 static bool o_aligned(const void *o, const fx_layout *l)
 {
     return ((uintptr_t)o % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
