@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fx_gpu.h" /* FX_EXIT_NO_GPU */
 #include "fx_stage.h"
 
 static bool head_dim_supported(const fx_caps *c, int d)
@@ -110,7 +111,7 @@ int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const
         return 0;
     snprintf(why, why_len, "%s at head_dim %d keeps %s in shared memory: %zu bytes per block, "
              "this GPU allows %d", stage_id, head_dim, what, needed, smem_optin);
-    return 2;
+    return FX_EXIT_NO_GPU;
 }
 
 int fx_check_ffma_softmax_scale(const fx_problem *p, const char *stage_id, char *why,

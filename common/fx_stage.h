@@ -79,8 +79,10 @@ typedef struct fx_stage {
     /* Device workspace the stage needs for p (0 if none). The harness allocates it once
      * and names the bytes if the allocation fails. May be NULL (no workspace). */
     size_t (*workspace_bytes)(const fx_problem *p, bool backward);
-    /* Stage-specific refusal beyond caps: 0, or 2 with a message naming the limit in
-     * `why`. May be NULL. Runs before the device is opened and in --cpu runs too, so
+    /* Stage-specific refusal beyond caps: 0; 2 with a message naming the limit in `why`
+     * (the problem is outside what the stage does); or FX_EXIT_NO_GPU (77), also with a
+     * message, when this GPU lacks what the problem needs (shared memory per block: the
+     * same problem runs on a larger GPU, so it is a skip, not a usage error). May be NULL. Runs before the device is opened and in --cpu runs too, so
      * where it asks the device and there is none it returns 0 (fx_device_open then
      * reports the missing GPU). */
     int (*check_problem)(const fx_problem *p, bool backward, char *why, size_t why_len);
@@ -91,7 +93,8 @@ typedef struct fx_stage {
 } fx_stage;
 
 /* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, backward if asked) and
- * its check_problem accepts it, else 2 with the limit named in `why`, e.g.
+ * its check_problem accepts it; else 2 with the limit named in `why`, or check_problem's
+ * FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g.
  * "stage 03_flash2: head_dim 80 is not supported (head_dim: 64/96/128/256)". The GPU's
  * architecture (min_sm, sm90a_only) is fx_device_open's check, not this one's. */
 int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward,
@@ -105,10 +108,11 @@ int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward,
 int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why,
                               size_t why_len);
 
-/* Returns 2 with a message naming the bytes when one block needs more dynamic shared
- * memory (`needed` bytes, for `what` at this head_dim) than the current GPU allows a block
- * to opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin), else 0. With no device to ask
- * it returns 0: opening the device reports that (exit 77) on its own. */
+/* Returns FX_EXIT_NO_GPU (77, "no suitable GPU") with a message naming the bytes when one
+ * block needs more dynamic shared memory (`needed` bytes, for `what` at this head_dim)
+ * than the current GPU allows a block to opt in to
+ * (cudaDevAttrMaxSharedMemoryPerBlockOptin), else 0. With no device to ask it returns 0:
+ * opening the device reports that (exit 77) on its own. */
 int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const char *what,
                         char *why, size_t why_len);
 
@@ -116,7 +120,9 @@ int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const
  * scale into one fp32 FFMA per score, P = exp2(S·c − m·c) with c = scale·log2(e) and m·c
  * rounded once per row, as FlashAttention does; the row maximum's P is then 2^(−e), e the
  * rounding error of m·c, which is no longer near 1 once |m·c| reaches ~2^24 and overflows
- * fp16 (or, further, fp32) beyond: NaN. Measured on stage 03's CPU model (same
+ * fp16 (or, further, fp32) beyond: NaN. (The online rescale exp2(m_old·c − m_new·c) of
+ * a row that spans several K/V blocks carries the same kind of rounding, once per block,
+ * and grows the same way.) Measured on stage 03's CPU model (same
  * arithmetic), seqlen 300: every dist, dtype and head_dim passes at scale 3e4, head_dim
  * 256 fp16 large-logits fails at 1e5; normal inputs fail at 1e8. 1000 leaves a factor of 30
  * to the first failure and covers every scale a model uses (1/sqrt(head_dim) ≤ 1). */

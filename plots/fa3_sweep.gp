@@ -18,8 +18,10 @@
 # the exp unit's bound where it is that low (head_dim 64: 16 exponentials per SM per
 # clock, one per unmasked pair, each pair worth 4·head_dim FLOPs, 2.5 times that in the
 # backward, so there it lies above the peak and is not drawn), and the bf16
-# torch.matmul 8192³ measured in the same run (a reference, not a ceiling). The command
-# that regenerates the figure is printed at its foot.
+# torch.matmul 8192³ measured in the same run (a reference, not a ceiling). The HBM bound
+# is not drawn: at these shapes (each K/V tile read once per Q block, mostly from L2) it
+# lies far above the tensor-core peak; bench/bounds.sh prints each point's HBM share. The
+# command that regenerates the figure is printed at its foot.
 
 if (ARGC < 3) {
     print "usage: gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL [fwd|bwd] [OUT]"

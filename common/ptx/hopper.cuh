@@ -1,6 +1,7 @@
 /*
  * hopper.cuh — thin inline-PTX wrappers for the Hopper stages: mbarriers and TMA (stage 04),
- * wgmma (stage 05), setmaxnreg and named barriers (stage 06).
+ * wgmma (stage 05), setmaxnreg and elect (stage 06), named barriers (stage 07). A wrapper
+ * tagged "no stage yet" is compiled only by tests/ptx/hopper_wrappers.cu.
  *
  * Each wrapper is one PTX instruction (a predicate operand may need one setp/selp beside
  * it); its comment names the PTX ISA section that defines it
@@ -157,12 +158,12 @@ static __device__ __forceinline__ void fx_mbarrier_wait(uint32_t bar, uint32_t p
  * PTX ISA §9.7.13.4 "membar / fence" (fence.proxy), §9.7.9.25.2 and §9.7.15.4 "Async Proxy".
  * ============================================================================== */
 
-/* fence.proxy.async.shared::cta;   (stage 04; wgmma uses it from stage 05)
+/* fence.proxy.async.shared::cta;   (stages 04 and 08: the O epilogue)
  * TMA (cp.async.bulk) and wgmma read shared memory through the async proxy. Ordinary
  * st.shared writes (the generic proxy) are not ordered with those reads unless this
  * fence sits between them: after writing an smem tile that a TMA store or a wgmma will
- * read (the O epilogue, P written to smem), each writing thread fences, then the threads
- * synchronise, then one thread issues the async operation. */
+ * read (here: O, staged in smem for the TMA store), each writing thread fences, then the
+ * threads synchronise, then one thread issues the async operation. */
 static __device__ __forceinline__ void fx_fence_proxy_async_smem(void)
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -184,7 +185,7 @@ static __device__ __forceinline__ void fx_fence_proxy_async_smem(void)
  * ============================================================================== */
 
 /* cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
- *     [dst], [map, {c0, c1}], [bar];   (stage 04)
+ *     [dst], [map, {c0, c1}], [bar];   (no stage yet: the stages use the 4D form)
  * One box from global to this CTA's shared memory; on arrival the bytes are counted
  * against bar's tx-count (complete_tx), which the producer announced with expect_tx. */
 static __device__ __forceinline__ void fx_tma_load_2d(uint32_t dst, const CUtensorMap *map,
@@ -196,7 +197,7 @@ static __device__ __forceinline__ void fx_tma_load_2d(uint32_t dst, const CUtens
                  : "memory");
 }
 
-/* The same, 3D: {c0, c1, c2}.   (stage 04) */
+/* The same, 3D: {c0, c1, c2}.   (no stage yet) */
 static __device__ __forceinline__ void fx_tma_load_3d(uint32_t dst, const CUtensorMap *map,
                                                       uint32_t bar, int32_t c0, int32_t c1,
                                                       int32_t c2)
@@ -221,7 +222,8 @@ static __device__ __forceinline__ void fx_tma_load_4d(uint32_t dst, const CUtens
 }
 
 /* cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster
- *     [dst], [map, {c0, c1, c2, c3}], [bar], cta_mask;   (stage 04; used with clusters)
+ *     [dst], [map, {c0, c1, c2, c3}], [bar], cta_mask;   (no stage yet: stage 04's cluster
+ *     exercise)
  * One global read, delivered to the same smem offset `dst` in every CTA of the cluster
  * whose bit (%cluster_ctarank) is set in the 16-bit cta_mask, and complete_tx signalled on
  * the barrier at the same offset `bar` in each of them. The kernel must be launched with a
@@ -239,7 +241,8 @@ static __device__ __forceinline__ void fx_tma_load_4d_multicast(uint32_t dst,
                  : "memory");
 }
 
-/* cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [map, {c0, c1}], [src];   (stage 04)
+/* cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [map, {c0, c1}], [src];
+ *     (no stage yet: the stages use the 4D form)
  * One box from this CTA's shared memory to global (the O epilogue). The smem tile was
  * written by ordinary stores: fx_fence_proxy_async_smem() by every writer and a barrier
  * must come first. Elements of the box outside the tensor are not written. Completion is
@@ -252,7 +255,7 @@ static __device__ __forceinline__ void fx_tma_store_2d(const CUtensorMap *map, u
                  :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1) : "memory");
 }
 
-/* The same, 3D.   (stage 04) */
+/* The same, 3D.   (no stage yet) */
 static __device__ __forceinline__ void fx_tma_store_3d(const CUtensorMap *map, uint32_t src,
                                                        int32_t c0, int32_t c1, int32_t c2)
 {
@@ -261,7 +264,7 @@ static __device__ __forceinline__ void fx_tma_store_3d(const CUtensorMap *map, u
                  :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
 
-/* The same, 4D (O as [batch, seqlen_q, heads_q, head_dim]).   (stage 04) */
+/* The same, 4D (O as [batch, seqlen_q, heads_q, head_dim]).   (stages 04 and 08) */
 static __device__ __forceinline__ void fx_tma_store_4d(const CUtensorMap *map, uint32_t src,
                                                        int32_t c0, int32_t c1, int32_t c2,
                                                        int32_t c3)
@@ -288,7 +291,7 @@ static __device__ __forceinline__ void fx_tma_store_wait_read(void)
     asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
 }
 
-/* cp.async.bulk.wait_group N;   (§9.7.9.25.6.2; stage 04)
+/* cp.async.bulk.wait_group N;   (§9.7.9.25.6.2; no stage yet)
  * Waits until at most N of this thread's bulk groups are pending at all, writes to global
  * included and visible to this thread. */
 template <int N>
@@ -298,7 +301,7 @@ static __device__ __forceinline__ void fx_tma_store_wait(void)
 }
 
 /* =================================================================================
- * Stage 06 (and 07) — named barriers and leader election
+ * Stages 06 and 07 — leader election (06) and named barriers (07)
  * PTX ISA §9.7.13.1 "bar, barrier" and §9.7.13.14 "elect.sync".
  *
  * A CTA has 16 hardware barriers, ids 0..15. Id 0 is the one __syncthreads() uses
@@ -307,7 +310,7 @@ static __device__ __forceinline__ void fx_tma_store_wait(void)
  * multiple of 32; every participating warp must use the same id and count.
  * ============================================================================== */
 
-/* bar.sync id, num_threads;   (§9.7.13.1; stage 06)
+/* bar.sync id, num_threads;   (§9.7.13.1; stage 07)
  * Arrive and wait until num_threads threads have arrived at barrier `id`. Memory writes
  * before it are visible to the participants after it. */
 static __device__ __forceinline__ void fx_named_barrier_sync(uint32_t id, uint32_t num_threads)
@@ -315,7 +318,7 @@ static __device__ __forceinline__ void fx_named_barrier_sync(uint32_t id, uint32
     asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(num_threads) : "memory");
 }
 
-/* bar.arrive id, num_threads;   (§9.7.13.1; stage 06, the pingpong of stage 07)
+/* bar.arrive id, num_threads;   (§9.7.13.1; the pingpong of stage 07)
  * Arrive without waiting: the signalling side of a producer/consumer handshake whose other
  * side calls fx_named_barrier_sync with the same id and count (the count includes both). */
 static __device__ __forceinline__ void fx_named_barrier_arrive(uint32_t id, uint32_t num_threads)

@@ -3,9 +3,9 @@
  * cp.async, ldmatrix, mma.sync m16n8k16, and the two scalar instructions the
  * FlashAttention-2 softmax needs (ex2.approx, cvt to a packed bf16x2/f16x2 pair).
  *
- * Introduced by stage 03 (stages/03_flash2), which runs on sm_80 and later; the Hopper
- * stages keep cp.async-free TMA loads and wgmma, but their backward and the tests may
- * still use these. Each wrapper is one instruction; its comment names the section of the
+ * Introduced by stage 03 (stages/03_flash2), which runs on sm_80 and later. Stage 04
+ * keeps its ldmatrix and mma.sync (only its loads move to TMA); stages 05-08 use
+ * fx_smem_addr, fx_ex2 and the packing (hopper.cuh includes this file). Each wrapper is one instruction; its comment names the section of the
  * PTX ISA (https://docs.nvidia.com/cuda/parallel-thread-execution/) that defines it.
  *
  * Shared-memory operands are 32-bit shared-window addresses (what

@@ -17,10 +17,11 @@
  * scales and converts it. A preprocess kernel computes D = rowsum(dO∘O), LSE in log2 units
  * and zeroes dQaccum.
  *
- * Measured on an H200 (bf16, 1980 MHz, beside PyTorch 2.11's SDPA flash backend in the same
- * run): batch 4, seqlen 4096, 16 heads, head_dim 128: 174 TFLOP/s (causal 155), 0.60× the
- * FlashAttention-2 backend's 290 (259); batch 8, seqlen 2048, 32 heads, head_dim 64: 148
- * (127), 0.59× its 252 (211). Backward FLOPs are 2.5× the forward's.
+ * Measured on an H200 (bf16; plots/data/fa3_bwd_2026-12-01_nvidia-h200.csv, medians of 3
+ * repeats interleaved with PyTorch 2.11's SDPA flash backend): batch 4, seqlen 4096, 16
+ * heads, head_dim 128: 174 TFLOP/s (causal 155), 0.61× the FlashAttention-2 backend's 287
+ * (253); batch 8, seqlen 2048, 32 heads, head_dim 64: 148 (127), 0.60× its 247 (207).
+ * Backward FLOPs are 2.5× the forward's.
  *
  * Sources: Tri Dao, "FlashAttention-2" (2023), Algorithm 2, §3.1-3.2; PTX ISA "mma"
  * (m16n8k16 fragments), "ldmatrix", "cp.async", "red" — wrappers in common/ptx/mma_sm80.cuh.
@@ -151,7 +152,6 @@ using BwdConfigD256 = Flash2BwdConfig<256, 32, 64, 4, 2, 2>;
  * Shared-memory plan
  * ------------------------------------------------------------------------------ */
 
-static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
 
 template <class Cfg>
 struct BwdSharedStorage {
@@ -166,8 +166,6 @@ struct BwdSharedStorage {
     alignas(kChunkBytes) float D[kStages][Cfg::kBlockM];
 };
 
-// The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB).
-static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
 static_assert(sizeof(BwdSharedStorage<BwdConfigD64>) <= kMaxSmemPerBlockHopper, "d=64 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockHopper, "d=96 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockHopper, "d=128 smem");
@@ -279,31 +277,7 @@ flash2_bwd_postprocess_kernel(const __grid_constant__ Flash2BwdParams p)
  * Producer: global -> shared by cp.async (the forward's copy loop)
  * ------------------------------------------------------------------------------ */
 
-/* Copies kRows rows of head_dim elements into a swizzled tile; rows at or past rows_valid
- * are zero-filled (src-size 0): a K or Q row past the end gives a finite score that the
- * mask removes, a V or dO row past the end must be 0, not leftover bits. */
-template <class Cfg, int kRows, class Element>
-static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem,
-                                                 int row_stride, int rows_valid)
-{
-    const unsigned tid = (unsigned)thread_index_uncached();
-    constexpr int kRowsPerPass = Cfg::kNThreads / Cfg::kSmemChunks;
-    static_assert(kRows % kRowsPerPass == 0, "whole copy passes");
-    static_assert(kRowsPerPass % kSwizzleChunks == 0, "a thread's rows share one XOR key");
-    const int chunk = (int)(tid % Cfg::kSmemChunks);
-    const int row0 = (int)(tid / Cfg::kSmemChunks);
-    if (chunk >= Cfg::kChunks)
-        return;
-    const uint32_t dst = smem_tile + swizzled_offset<Cfg>(row0, chunk);
-    const int offset = row0 * row_stride + chunk * kChunkElems;
-#pragma unroll
-    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
-        const bool valid = row0 + pass * kRowsPerPass < rows_valid;
-        const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
-        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset,
-                          valid);
-    }
-}
+/* load_tile: flash2_common.cuh (the forward's copy loop, rows checked). */
 
 /* ---------------------------------------------------------------------------------
  * ldmatrix addressing (lane l; lanes 8j..8j+7 address matrix j; see the forward's table)
@@ -432,8 +406,8 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         const Element *dO = static_cast<const Element *>(p.dout) + batch * p.o_batch_stride +
                             head * p.o_head_stride + row0 * p.o_row_stride;
         const int rows_valid = p.seqlen_q - (int)row0;
-        load_tile<Cfg, Cfg::kBlockM>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride, rows_valid);
-        load_tile<Cfg, Cfg::kBlockM>(sdO0 + stage * kQStageBytes, dO, p.o_row_stride,
+        load_tile<Cfg, Cfg::kBlockM, true>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride, rows_valid);
+        load_tile<Cfg, Cfg::kBlockM, true>(sdO0 + stage * kQStageBytes, dO, p.o_row_stride,
                                      rows_valid);
         // LSE_log2 and D are padded to whole Q blocks (kRowPad): no row test needed.
         const int64_t stat0 = ((int64_t)batch * p.heads_q + head) * p.seqlen_q_rounded + row0;
@@ -450,8 +424,8 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
 
     // ---- Prologue: K, V (once) and the first Q block, one cp.async group ----
     if (n_iters > 0) {
-        load_tile<Cfg, Cfg::kBlockN>(sK, K, p.k_row_stride, p.seqlen_k - key0);
-        load_tile<Cfg, Cfg::kBlockN>(sV, V, p.v_row_stride, p.seqlen_k - key0);
+        load_tile<Cfg, Cfg::kBlockN, true>(sK, K, p.k_row_stride, p.seqlen_k - key0);
+        load_tile<Cfg, Cfg::kBlockN, true>(sV, V, p.v_row_stride, p.seqlen_k - key0);
         load_q_block(0, 0);
         fx_cp_async_commit();
     }

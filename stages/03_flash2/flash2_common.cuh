@@ -82,9 +82,12 @@ struct ElementOps<__half> {
 /*
  * The thread's index, read afresh from %tid.x. Whatever the compiler can see is invariant
  * in the mainloop (copy addresses and ldmatrix offsets derived from threadIdx.x) it computes
- * once before the loop and keeps in registers across it; beside 192 accumulator registers
- * those ~30 registers spilled. An asm volatile read cannot be hoisted, so what derives from
- * it is recomputed where it is used: a few integer instructions per K/V block, no spills.
+ * once before the loop and keeps in registers across it. It was introduced when the
+ * forward's tiles held 192 accumulators, where those ~30 registers spilled; at today's
+ * 160 the forward compiles without spills from threadIdx.x too, while the backward at
+ * head_dim 64 still spills 12 bytes without it (a reviewer's ptxas measurement). Both use
+ * it, so the two read alike. An asm volatile read cannot be hoisted, so what derives from
+ * it is recomputed where it is used: a few integer instructions per block.
  */
 static __device__ __forceinline__ int thread_index_uncached(void)
 {
@@ -98,6 +101,48 @@ static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
 {
     return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
            l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
+}
+
+static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
+// The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB).
+static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+
+/*
+ * Copies kRows rows of head_dim elements (row r at gmem + r·row_stride) into a swizzled
+ * tile. Lane t of the CTA copies chunk t % kSmemChunks of rows t / kSmemChunks + k·(rows
+ * per pass): consecutive lanes read consecutive 16 bytes of a row (coalesced) and write
+ * one 128-byte line of smem (conflict-free). Rows at or past rows_valid are zero-filled
+ * (src-size 0): a K row past seqlen_k must give a finite score to mask, and a V row must
+ * be 0, not leftover bits that 0·NaN would spread (the backward's Q and dO rows alike).
+ * Slots past head_dim (d=96) copy nothing. kCheckRows = false drops the row test where
+ * the tile is known to be whole (the forward's K/V blocks after the first).
+ */
+template <class Cfg, int kRows, bool kCheckRows, class Element>
+static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem,
+                                                 int row_stride, int rows_valid)
+{
+    const unsigned tid = (unsigned)thread_index_uncached();
+    constexpr int kRowsPerPass = Cfg::kNThreads / Cfg::kSmemChunks;
+    static_assert(kRows % kRowsPerPass == 0, "whole copy passes");
+    static_assert(kRowsPerPass % kSwizzleChunks == 0, "a thread's rows share one XOR key");
+    const int chunk = (int)(tid % Cfg::kSmemChunks);
+    const int row0 = (int)(tid / Cfg::kSmemChunks);
+    if (chunk >= Cfg::kChunks)
+        return;
+    // The thread's rows are kRowsPerPass apart, a multiple of 8, so they all have row0's
+    // swizzle: one destination register plus a constant per pass. The source is the
+    // CTA-uniform tile pointer plus a 32-bit element offset (fx_problem_validate keeps
+    // every tensor under 2^31 elements), so little per-thread state stays alive.
+    const uint32_t dst = smem_tile + swizzled_offset<Cfg>(row0, chunk);
+    const int offset = row0 * row_stride + chunk * kChunkElems;
+#pragma unroll
+    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+        const bool valid = !kCheckRows || row0 + pass * kRowsPerPass < rows_valid;
+        // A row past the end reads nothing, from the tile's first element.
+        const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
+        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset,
+                          valid);
+    }
 }
 
 #endif

@@ -119,8 +119,6 @@ using ConfigD256 = Flash2Config<256, 128, 64, 8, 1>;
  * stage 04, so a reader meets it here first.
  * ------------------------------------------------------------------------------ */
 
-static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
-
 template <class Cfg>
 struct SharedStorage {
     alignas(kSmemAlign) uint16_t Q[Cfg::kBlockM * Cfg::kSmemRowElems];
@@ -128,8 +126,6 @@ struct SharedStorage {
     alignas(kSmemAlign) uint16_t V[kStages][Cfg::kBlockN * Cfg::kSmemRowElems];
 };
 
-// The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB).
-static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
 static_assert(sizeof(SharedStorage<ConfigD64>) <= kMaxSmemPerBlockHopper, "d=64 smem");
 static_assert(sizeof(SharedStorage<ConfigD96>) <= kMaxSmemPerBlockHopper, "d=96 smem");
 static_assert(sizeof(SharedStorage<ConfigD128>) <= kMaxSmemPerBlockHopper, "d=128 smem");
@@ -168,7 +164,8 @@ struct Flash2FwdParams {
  * grid's y limit of 65535 guarantees; q_per_kv = 1 is the identity). An integer division
  * by a runtime value is a dozen instructions on the per-thread datapath, and the K/V base
  * pointers derived from it then occupied per-thread registers through the whole mainloop
- * (which spilled at head_dim 96 and 128); the multiply-high stays CTA-uniform.
+ * (with `head / q_per_kv` the forward spills at head_dim 96 and 256, ptxas for sm_90);
+ * the multiply-high stays CTA-uniform.
  */
 static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_t q_per_kv_mul)
 {
@@ -179,42 +176,7 @@ static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_
  * Producer: global -> shared by cp.async
  * ------------------------------------------------------------------------------ */
 
-/*
- * Copies kRows rows of head_dim elements (row r at gmem + r·row_stride) into a swizzled
- * tile. Lane t of the CTA copies chunk t % kSmemChunks of rows t / kSmemChunks + k·(rows
- * per pass): consecutive lanes read consecutive 16 bytes of a row (coalesced) and write
- * one 128-byte line of smem (conflict-free). Rows at or past rows_valid are zero-filled
- * (src-size 0): a K row past seqlen_k must give a finite score to mask, and a V row must
- * be 0, not leftover bits that 0·NaN would spread. Slots past head_dim (d=96) copy nothing.
- * kCheckRows = false drops the row test where the tile is known to be whole.
- */
-template <class Cfg, int kRows, bool kCheckRows, class Element>
-static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem,
-                                                 int row_stride, int rows_valid)
-{
-    const unsigned tid = (unsigned)thread_index_uncached();
-    constexpr int kRowsPerPass = Cfg::kNThreads / Cfg::kSmemChunks;
-    static_assert(kRows % kRowsPerPass == 0, "whole copy passes");
-    static_assert(kRowsPerPass % kSwizzleChunks == 0, "a thread's rows share one XOR key");
-    const int chunk = (int)(tid % Cfg::kSmemChunks);
-    const int row0 = (int)(tid / Cfg::kSmemChunks);
-    if (chunk >= Cfg::kChunks)
-        return;
-    // The thread's rows are kRowsPerPass apart, a multiple of 8, so they all have row0's
-    // swizzle: one destination register plus a constant per pass. The source is the
-    // CTA-uniform tile pointer plus a 32-bit element offset (fx_problem_validate keeps
-    // every tensor under 2^31 elements), so little per-thread state stays alive.
-    const uint32_t dst = smem_tile + swizzled_offset<Cfg>(row0, chunk);
-    const int offset = row0 * row_stride + chunk * kChunkElems;
-#pragma unroll
-    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
-        const bool valid = !kCheckRows || row0 + pass * kRowsPerPass < rows_valid;
-        // A row past the end reads nothing, from the tile's first element.
-        const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
-        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset,
-                          valid);
-    }
-}
+/* load_tile (flash2_common.cuh) copies a tile: the forward and the backward share it. */
 
 /* ---------------------------------------------------------------------------------
  * Consumer: one K/V block — S = QKᵀ, mask, online softmax, O += PV
@@ -550,6 +512,7 @@ flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
             l += __shfl_xor_sync(kFullWarp, l, 1);
             l += __shfl_xor_sync(kFullWarp, l, 2);
             // ℓ = 0 only for a row that saw no key: O = 0 and LSE = -inf there, never NaN.
+            // A NaN ℓ (NaN inputs) gets LSE = -inf too, as in FlashAttention; O stays NaN.
             const bool empty = (l == 0.f || l != l);
             const float inv_l = empty ? 0.f : 1.f / l;
             lse[i][h] = empty ? -INFINITY : row_max[i][h] * p.softmax_scale + logf(l);

@@ -27,8 +27,9 @@ typedef struct fx_flash2_tiles {
     int block_n; /* kBlockN */
 } fx_flash2_tiles;
 
-/* Defined in flash2_bwd.cu next to the backward configurations (the forward's are repeated
- * there from flash2_fwd.cu). head_dim 64, 96, 128 or 256; {0, 0} otherwise. */
+/* Defined in flash2_bwd.cu next to the backward configurations; the forward's tiles come
+ * from fx_flash2_fwd_tiles, next to the forward's in flash2_fwd.cu. head_dim 64, 96, 128
+ * or 256; {0, 0} otherwise. */
 fx_flash2_tiles fx_flash2_tiles_for(int head_dim, bool backward);
 
 /* fx_cpu_model (fx_stage.h): inputs rounded to p->dtype, outputs rounded as the kernels

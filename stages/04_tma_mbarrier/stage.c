@@ -4,8 +4,8 @@
  *
  * The kernel and its launcher are in tma_fwd.cu. This file tells the harness the
  * capabilities and refuses, naming the limit, a problem the launch itself could not run:
- * a grid dimension past the hardware's, a tile that needs more shared memory per block
- * than this GPU has, or tensors that a TMA tensor map cannot describe. There is no
+ * a grid dimension past the hardware's, a scale past the FFMA softmax's limit, or a tile
+ * that needs more shared memory per block than this GPU has (exit 77). There is no
  * backward (stage 03's checks it) and no CPU model (the algorithm is stage 03's, whose
  * model is flash2_model.c).
  */
@@ -18,17 +18,12 @@
 /* tma_fwd.cu (extern "C"). */
 cudaError_t fx_stage04_forward(const fx_fwd_args *a);
 size_t fx_stage04_fwd_smem_bytes(int head_dim);
-int fx_stage04_fwd_check_layouts(const fx_problem *p, char *why, size_t why_len);
 
 static int tma_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
     if (fx_check_grid_heads_batch(p, "04_tma_mbarrier", why, why_len) ||
         fx_check_ffma_softmax_scale(p, "04_tma_mbarrier", why, why_len))
-        return 2;
-    /* Layouts TMA cannot describe (a stride that is not a multiple of 16 bytes, a dimension
-     * past 2^32): the same validation the launcher's encoding runs. No device needed. */
-    if (fx_stage04_fwd_check_layouts(p, why, why_len) != 0)
         return 2;
     return fx_check_smem_optin(fx_stage04_fwd_smem_bytes(p->head_dim), "04_tma_mbarrier",
                                p->head_dim, "Q and its K/V ring", why, why_len);

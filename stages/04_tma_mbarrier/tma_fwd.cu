@@ -616,6 +616,7 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
             l += __shfl_xor_sync(kFullWarp, l, 1);
             l += __shfl_xor_sync(kFullWarp, l, 2);
             // ℓ = 0 only for a row that saw no key: O = 0 and LSE = -inf there, never NaN.
+            // A NaN ℓ (NaN inputs) gets LSE = -inf too, as in FlashAttention; O stays NaN.
             const bool empty = (l == 0.f || l != l);
             const float inv_l = empty ? 0.f : 1.f / l;
             lse[i][h] = empty ? -INFINITY : row_max[i][h] * p.softmax_scale + logf(l);
@@ -773,49 +774,6 @@ static cudaError_t launch_dtype(const fx_fwd_args *a)
 
 /* The box rows of the four maps at this head_dim (Q, K and V, O); false for a head_dim
  * the stage does not build. */
-static bool box_rows_of(int head_dim, int *q_rows, int *kv_rows, int *o_rows)
-{
-    switch (head_dim) {
-    case 64: *q_rows = ConfigD64::kBlockM; *kv_rows = ConfigD64::kBlockN;
-             *o_rows = ConfigD64::kRowsPerWarp; return true;
-    case 128: *q_rows = ConfigD128::kBlockM; *kv_rows = ConfigD128::kBlockN;
-              *o_rows = ConfigD128::kRowsPerWarp; return true;
-    case 256: *q_rows = ConfigD256::kBlockM; *kv_rows = ConfigD256::kBlockN;
-              *o_rows = ConfigD256::kRowsPerWarp; return true;
-    default: return false;
-    }
-}
-
-/* Can TMA describe this problem's tensors? The launcher's four requests, built from the
- * harness's layouts, through the same validation as fx_tma_encode_tiled (strides multiples
- * of 16 bytes, dimensions and boxes in range); the device pointers are not known yet, so a
- * stand-in aligned address takes their place (cudaMalloc returns 256-byte aligned ones).
- * 0, or 2 with the limit named in `why`. */
-extern "C" int fx_stage04_fwd_check_layouts(const fx_problem *pr, char *why, size_t why_len)
-{
-    int q_rows, kv_rows, o_rows;
-    if (!box_rows_of(pr->head_dim, &q_rows, &kv_rows, &o_rows))
-        return 0;  // the caps refuse this head_dim with their own message
-    const void *aligned = reinterpret_cast<const void *>((uintptr_t)256);
-    const fx_layout lq = fx_layout_q(pr), lkv = fx_layout_kv(pr);
-    const fx_tma_tiled requests[4] = {
-        tma_request(aligned, pr, lq, pr->seqlen_q, pr->heads_q, q_rows),
-        tma_request(aligned, pr, lkv, pr->seqlen_k, pr->heads_kv, kv_rows),
-        tma_request(aligned, pr, lkv, pr->seqlen_k, pr->heads_kv, kv_rows),
-        tma_request(aligned, pr, lq, pr->seqlen_q, pr->heads_q, o_rows),
-    };
-    static const char *const names[4] = {"Q", "K", "V", "O"};
-    for (int i = 0; i < 4; ++i) {
-        char reason[256];
-        if (fx_tma_validate(&requests[i], reason, sizeof reason) != FX_TMA_OK) {
-            snprintf(why, why_len, "04_tma_mbarrier loads and stores by TMA, which cannot "
-                     "describe %s: %s", names[i], reason);
-            return 2;
-        }
-    }
-    return 0;
-}
-
 extern "C" size_t fx_stage04_fwd_smem_bytes(int head_dim)
 {
     switch (head_dim) {

@@ -1,8 +1,8 @@
 /*
  * wgmma_fwd.cu — stage 05: the FlashAttention forward on Hopper's warpgroup tensor cores.
  *
- * Over stage 04 (TMA + mbarriers feeding mma.sync) this stage changes the GEMMs, not the
- * data movement: a warpgroup (4 warps, 128 threads) issues one asynchronous
+ * Over stage 04 (TMA + mbarriers feeding mma.sync) this stage changes the GEMMs, not how
+ * Q, K and V arrive: a warpgroup (4 warps, 128 threads) issues one asynchronous
  * wgmma.mma_async per k16 slice for its whole 64-row slice of the Q block, instead of each
  * warp issuing a grid of m16n8k16 mma.sync fed by ldmatrix.
  *   - S = Q·Kᵀ is an "SS" wgmma: both operands are read by the tensor cores straight out
@@ -23,6 +23,11 @@
  * (TMA's complete_tx) and an "empty" mbarrier (one arrival per consumer warp once its
  * wgmmas reading the stage have completed). Without warp specialization the producer is
  * a consumer too, so it refills a stage only after finishing its own work on it.
+ *
+ * O leaves as in stage 03 (each warp stages its own 16 rows in the Q tile and writes
+ * 16-byte chunks), not by stage 04's TMA store: a simplification kept through stage 07,
+ * so that 05-07 differ from each other only in the mainloop; stage 08 stores O by TMA
+ * again, per consumer warpgroup (docs/08_intra_wg_overlap.md).
  *
  * Sources: Shah et al., "FlashAttention-3: Fast and Accurate Attention with Asynchrony and
  * Low-precision" (2024), §3.1 (the wgmma/TMA building blocks); FA2 Algorithm 1 for the
@@ -110,9 +115,10 @@ struct WgmmaConfig {
 
 /*
  * The tiles. Registers: kNThreads threads at one CTA per SM may use 65536 / kNThreads
- * each (255 at most): 256 at 2 warpgroups, 170 at 3. Each thread holds S (kBlockN/2),
+ * each, rounded down to a multiple of 8 (255 at most): 255 at 2 warpgroups, 168 at 3. Each thread holds S (kBlockN/2),
  * O (head_dim/2) and P (kBlockN/4) beside its row statistics and addresses.
- *  - d=64: 3 warpgroups, 192×128 (FA3's forward tile for head_dim 64): S 64 + O 32 + P 32.
+ *  - d=64: 3 warpgroups, 192×128 (FA3's causal tile for head_dim 64; its non-causal one is
+ *    192×192): S 64 + O 32 + P 32.
  *    Smem 24 + 2·(16 + 16) = 88 KiB; the third warpgroup adds a softmax to hide behind
  *    the others' wgmmas where the short head_dim makes each GEMM brief.
  *  - d=128: 2 warpgroups, 128×128: S 64 + O 64 + P 32. Smem 32 + 2·(32 + 32) = 160 KiB.
@@ -491,7 +497,9 @@ wgmma_fwd_kernel(const __grid_constant__ WgmmaFwdParams p)
         float l = row_sum[h];
         l += __shfl_xor_sync(kFullWarp, l, 1);
         l += __shfl_xor_sync(kFullWarp, l, 2);
-        const bool empty = (l == 0.f || l != l);  // a row that saw no key
+        // ℓ = 0: a row that saw no key. A NaN ℓ (NaN inputs) gets LSE = -inf too, as in
+        // FlashAttention; its O stays NaN (NaN · 0), so the NaN is not hidden.
+        const bool empty = (l == 0.f || l != l);
         const float inv_l = empty ? 0.f : 1.f / l;
         lse[h] = empty ? -INFINITY : row_max[h] * p.softmax_scale + logf(l);
 #pragma unroll

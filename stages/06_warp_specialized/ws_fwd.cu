@@ -520,7 +520,9 @@ ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
         float l = row_sum[h];
         l += __shfl_xor_sync(kFullWarp, l, 1);
         l += __shfl_xor_sync(kFullWarp, l, 2);
-        const bool empty = (l == 0.f || l != l);  // a row that saw no key
+        // ℓ = 0: a row that saw no key. A NaN ℓ (NaN inputs) gets LSE = -inf too, as in
+        // FlashAttention; its O stays NaN (NaN · 0), so the NaN is not hidden.
+        const bool empty = (l == 0.f || l != l);
         const float inv_l = empty ? 0.f : 1.f / l;
         lse[h] = empty ? -INFINITY : row_max[h] * p.softmax_scale + logf(l);
 #pragma unroll

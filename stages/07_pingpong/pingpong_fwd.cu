@@ -26,10 +26,10 @@
  *
  * Named barriers (PTX ISA §9.7.13.1 bar.sync / bar.arrive), one per consumer warpgroup c,
  * hardware ids kSchedBarrierFirst + c (id 0 is __syncthreads'), 2 × 128 threads each:
- * warpgroup c waits on its own (bar.sync: its 128 threads) for its turn, and after issuing
- * its GEMMs arrives on the next warpgroup's (bar.arrive: 128 more completes it). Warpgroup
- * 0 arrives on its own barrier once before the loop to take the first turn; the last
- * warpgroup does not pass its final turn on (no one would take it), so every barrier's
+ * consumer c (warpgroup c + 1; warpgroup 0 is the producer) waits on its own (bar.sync: its
+ * 128 threads) for its turn, and after issuing its GEMMs arrives on the next consumer's
+ * (bar.arrive: 128 more completes it). Consumer 0 arrives on its own barrier once before
+ * the loop to take the first turn; the last consumer does not pass its final turn on (no one would take it), so every barrier's
  * arrivals and waits match exactly.
  *
  * The producer warpgroup, the K/V ring with separate K and V barriers, setmaxnreg and the
@@ -586,7 +586,7 @@ pingpong_fwd_kernel(const __grid_constant__ PingpongFwdParams p)
         fx_named_barrier_sync(my_turn, kSchedBarrierThreads);
         fx_wgmma_fence();
         issue_pv<Cfg, Element>(acc_o, p_frag, sV0 + last * Cfg::kTileKVBytes);
-        if (!last_consumer)  // warpgroup 0 takes no further turn
+        if (!last_consumer)  // consumer 0 takes no further turn
             fx_named_barrier_arrive(next_turn, kSchedBarrierThreads);
         fx_wgmma_wait<0>();
         fx_wgmma_fence_operand(acc_o);
@@ -601,7 +601,9 @@ pingpong_fwd_kernel(const __grid_constant__ PingpongFwdParams p)
         float l = row_sum[h];
         l += __shfl_xor_sync(kFullWarp, l, 1);
         l += __shfl_xor_sync(kFullWarp, l, 2);
-        const bool empty = (l == 0.f || l != l);  // a row that saw no key
+        // ℓ = 0: a row that saw no key. A NaN ℓ (NaN inputs) gets LSE = -inf too, as in
+        // FlashAttention; its O stays NaN (NaN · 0), so the NaN is not hidden.
+        const bool empty = (l == 0.f || l != l);
         const float inv_l = empty ? 0.f : 1.f / l;
         lse[h] = empty ? -INFINITY : row_max[h] * p.softmax_scale + logf(l);
 #pragma unroll

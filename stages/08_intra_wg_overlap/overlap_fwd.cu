@@ -697,7 +697,7 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
             fx_named_barrier_sync(c.my_turn, kSchedBarrierThreads);
         fx_wgmma_fence();
         issue_pv<Cfg, Element>(acc_o, p_frag, sV0 + last * Cfg::kTileKVBytes);
-        if (kPingpong && !last_consumer)  // warpgroup 0 takes no further turn
+        if (kPingpong && !last_consumer)  // consumer 0 takes no further turn
             fx_named_barrier_arrive(c.next_turn, kSchedBarrierThreads);
         fx_wgmma_wait<0>();
         fx_wgmma_fence_operand(acc_o);
@@ -712,7 +712,9 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
         float l = row_sum[h];
         l += __shfl_xor_sync(kFullWarp, l, 1);
         l += __shfl_xor_sync(kFullWarp, l, 2);
-        const bool empty = (l == 0.f || l != l);  // a row that saw no key
+        // ℓ = 0: a row that saw no key. A NaN ℓ (NaN inputs) gets LSE = -inf too, as in
+        // FlashAttention; its O stays NaN (NaN · 0), so the NaN is not hidden.
+        const bool empty = (l == 0.f || l != l);
         const float inv_l = empty ? 0.f : 1.f / l;
         lse[h] = empty ? -INFINITY : row_max[h] * p.softmax_scale + logf(l);
 #pragma unroll

@@ -38,8 +38,6 @@ static void *xcalloc(size_t n, size_t size)
     return ptr;
 }
 
-/* Inputs, the model's outputs, in the contiguous layouts of fx_problem.h. */
-
 fx_model_run fx_run_model(const fx_cpu_model *model, fx_problem p, bool backward)
 {
     const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);

@@ -1,7 +1,8 @@
 /*
  * test_flash1_model.c — stage 02's CPU model (FlashAttention-1, Algorithms 1 and 4)
  * against the fp64 reference, with FlashAttention's pass rule (fx_check.h): its error
- * is at most 2× that of the dtype emulation plus one ulp. The model is fp32 throughout
+ * is at most 2× that of the dtype emulation plus one ulp (never less than FX_ACCUM_SLACK).
+ * The model is fp32 throughout
  * and rounds only its outputs, so it should sit at or below the emulation's error.
  *
  * The shapes are chosen against the model's tiles (the kernels', fx_flash1_tiles_for):

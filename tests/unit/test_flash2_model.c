@@ -1,7 +1,8 @@
 /*
  * test_flash2_model.c — stage 03's CPU model (FlashAttention-2, Algorithms 1 and 2)
  * against the fp64 reference, with FlashAttention's pass rule (fx_check.h): its error is at
- * most 2× that of the dtype emulation plus one ulp. The model rounds P to the dtype before
+ * most 2× that of the dtype emulation plus one ulp (never less than FX_ACCUM_SLACK). The
+ * model rounds P to the dtype before
  * P·V (forward) and P and dS before the backward GEMMs, as the kernels do.
  *
  * The shapes are chosen against the kernels' tiles (fx_flash2_tiles_for): lengths that are
