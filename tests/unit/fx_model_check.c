@@ -5,6 +5,7 @@
 #include "fx_model_check.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,7 +32,7 @@ fx_problem fx_test_problem(int batch, int seqlen_q, int seqlen_k, int heads_q, i
     return p;
 }
 
-static void *xcalloc(size_t n, size_t size)
+void *fx_test_calloc(size_t n, size_t size)
 {
     void *ptr = calloc(n ? n : 1, size);
     ck_assert_ptr_nonnull(ptr);
@@ -42,21 +43,21 @@ fx_model_run fx_run_model(const fx_cpu_model *model, fx_problem p, bool backward
 {
     const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);
     fx_model_run r = {.p = p};
-    r.q = xcalloc(nq, sizeof(float));
-    r.k = xcalloc(nkv, sizeof(float));
-    r.v = xcalloc(nkv, sizeof(float));
-    r.dout = xcalloc(nq, sizeof(float));
+    r.q = fx_test_calloc(nq, sizeof(float));
+    r.k = fx_test_calloc(nkv, sizeof(float));
+    r.v = fx_test_calloc(nkv, sizeof(float));
+    r.dout = fx_test_calloc(nq, sizeof(float));
     fx_fill(&p, FX_T_Q, r.q, nq);
     fx_fill(&p, FX_T_K, r.k, nkv);
     fx_fill(&p, FX_T_V, r.v, nkv);
     fx_fill(&p, FX_T_DO, r.dout, nq);
-    r.o = xcalloc(nq, sizeof(float));
-    r.lse = xcalloc(fx_numel_lse(&p), sizeof(float));
+    r.o = fx_test_calloc(nq, sizeof(float));
+    r.lse = fx_test_calloc(fx_numel_lse(&p), sizeof(float));
     model->forward(&r.p, r.q, r.k, r.v, r.o, r.lse);
     if (backward) {
-        r.dq = xcalloc(nq, sizeof(float));
-        r.dk = xcalloc(nkv, sizeof(float));
-        r.dv = xcalloc(nkv, sizeof(float));
+        r.dq = fx_test_calloc(nq, sizeof(float));
+        r.dk = fx_test_calloc(nkv, sizeof(float));
+        r.dv = fx_test_calloc(nkv, sizeof(float));
         model->backward(&r.p, r.q, r.k, r.v, r.o, r.lse, r.dout, r.dq, r.dk, r.dv);
     }
     return r;
@@ -122,8 +123,8 @@ void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, b
     verdict o, lse;
     verdict_init(&o);
     verdict_init(&lse);
-    double *o_ref = xcalloc((size_t)sq * d, sizeof(double)), *lse_ref = xcalloc(sq, sizeof(double));
-    float *o_emu = xcalloc((size_t)sq * d, sizeof(float)), *lse_emu = xcalloc(sq, sizeof(float));
+    double *o_ref = fx_test_calloc((size_t)sq * d, sizeof(double)), *lse_ref = fx_test_calloc(sq, sizeof(double));
+    float *o_emu = fx_test_calloc((size_t)sq * d, sizeof(float)), *lse_emu = fx_test_calloc(sq, sizeof(float));
     for (int b = 0; b < p.batch; ++b)
         for (int h = 0; h < p.heads_q; ++h) {
             fx_ref_forward_rows(&p, r.q, r.k, r.v, b, h, 0, sq, o_ref, lse_ref);
@@ -150,10 +151,10 @@ void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, b
         verdict_init(&dk);
         verdict_init(&dv);
         const size_t nq = (size_t)G * sq * d, nk = (size_t)sk * d;
-        double *dq_ref = xcalloc(nq, sizeof(double)), *dk_ref = xcalloc(nk, sizeof(double)),
-               *dv_ref = xcalloc(nk, sizeof(double));
-        float *dq_emu = xcalloc(nq, sizeof(float)), *dk_emu = xcalloc(nk, sizeof(float)),
-              *dv_emu = xcalloc(nk, sizeof(float));
+        double *dq_ref = fx_test_calloc(nq, sizeof(double)), *dk_ref = fx_test_calloc(nk, sizeof(double)),
+               *dv_ref = fx_test_calloc(nk, sizeof(double));
+        float *dq_emu = fx_test_calloc(nq, sizeof(float)), *dk_emu = fx_test_calloc(nk, sizeof(float)),
+              *dv_emu = fx_test_calloc(nk, sizeof(float));
         for (int b = 0; b < p.batch; ++b)
             for (int hk = 0; hk < p.heads_kv; ++hk) {
                 fx_ref_backward_group(&p, r.q, r.k, r.v, r.dout, b, hk, dq_ref, dk_ref, dv_ref);
@@ -183,6 +184,65 @@ void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, b
         free(dq_emu);
         free(dk_emu);
         free(dv_emu);
+    }
+    fx_model_release(&r);
+}
+
+/* ---- the masked-row checks (fx_model_check.h) ---- */
+
+void fx_model_check_unseen_rows(const fx_cpu_model *model)
+{
+    fx_problem p = fx_test_problem(1, 203, 70, 2, 2, 64, true, FX_BF16);
+    fx_model_run r = fx_run_model(model, p, true);
+    const int first_seeing_row = p.seqlen_q - p.seqlen_k;
+    for (int h = 0; h < p.heads_q; ++h)
+        for (int i = 0; i < p.seqlen_q; ++i) {
+            const float lse = r.lse[fx_at_lse(&p, 0, h, i)];
+            if (i < first_seeing_row) {
+                ck_assert_msg(lse == -INFINITY, "row %d: LSE %g, expected -inf", i, lse);
+                for (int c = 0; c < p.head_dim; ++c) {
+                    ck_assert_float_eq(r.o[fx_at_q(&p, 0, i, h, c)], 0.0f);
+                    ck_assert_float_eq(r.dq[fx_at_q(&p, 0, i, h, c)], 0.0f);
+                }
+            } else {
+                ck_assert_msg(isfinite(lse), "row %d sees a key: LSE %g", i, lse);
+            }
+            for (int c = 0; c < p.head_dim; ++c) {
+                ck_assert(!isnan(r.o[fx_at_q(&p, 0, i, h, c)]));
+                ck_assert(!isnan(r.dq[fx_at_q(&p, 0, i, h, c)]));
+            }
+        }
+    for (size_t e = 0; e < fx_numel_kv(&p); ++e) {
+        ck_assert(!isnan(r.dk[e]));
+        ck_assert(!isnan(r.dv[e]));
+    }
+    fx_model_release(&r);
+}
+
+void fx_model_check_row0_sees_key0(const fx_cpu_model *model)
+{
+    fx_problem p = fx_test_problem(1, 200, 200, 1, 1, 64, true, FX_BF16);
+    fx_model_run r = fx_run_model(model, p, false);
+    for (int c = 0; c < p.head_dim; ++c)
+        ck_assert_float_eq(r.o[fx_at_q(&p, 0, 0, 0, c)], r.v[fx_at_kv(&p, 0, 0, 0, c)]);
+    double s = 0.0;
+    for (int c = 0; c < p.head_dim; ++c)
+        s += (double)r.q[fx_at_q(&p, 0, 0, 0, c)] * r.k[fx_at_kv(&p, 0, 0, 0, c)];
+    s *= p.softmax_scale;
+    ck_assert_double_eq_tol(r.lse[fx_at_lse(&p, 0, 0, 0)], s, 1e-5 * fmax(1.0, fabs(s)));
+    fx_model_release(&r);
+}
+
+void fx_model_check_single_key(const fx_cpu_model *model, int head_dim)
+{
+    fx_problem p = fx_test_problem(1, 1, 1, 1, 1, head_dim, false, FX_FP16);
+    p.dist = FX_DIST_LARGE_LOGITS;
+    fx_model_run r = fx_run_model(model, p, true);
+    for (int c = 0; c < p.head_dim; ++c) {
+        ck_assert_float_eq(r.o[c], r.v[c]);
+        ck_assert_float_eq(r.dq[c], 0.0f);
+        ck_assert_float_eq(r.dk[c], 0.0f);
+        ck_assert_float_eq(r.dv[c], r.dout[c]);
     }
     fx_model_release(&r);
 }

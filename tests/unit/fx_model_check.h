@@ -23,6 +23,10 @@ typedef struct fx_model_run {
     float *o, *lse, *dq, *dk, *dv; /* the model's outputs (dq.. NULL without backward) */
 } fx_model_run;
 
+/* calloc of n (at least 1) elements of `size` bytes, zeroed; fails the running test (Check)
+ * when memory runs out. Every unit suite links this file (tests/CMakeLists.txt). */
+void *fx_test_calloc(size_t n, size_t size);
+
 fx_model_run fx_run_model(const fx_cpu_model *model, fx_problem p, bool backward);
 void fx_model_release(fx_model_run *r);
 
@@ -34,5 +38,17 @@ size_t fx_at_lse(const fx_problem *p, int b, int h, int i);
 /* The model's O and LSE (and dQ, dK, dV) against fp64 under the pass rule; fails the
  * running Check test with the shape and both errors when they do not pass. */
 void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, bool backward);
+
+/* The masked-row checks every CPU model must pass (the suites call them by name):
+ *   unseen_rows: causal, seqlen_q 203 > seqlen_k 70, 2 heads, head_dim 64, bf16: rows
+ *     i < 133 see no key and get O = 0, LSE = -inf, dQ = 0 exactly; nothing is NaN.
+ *   row0_sees_key0: causal, seqlen 200, head_dim 64, bf16: row 0 sees key 0 only, so
+ *     O is exactly V's row 0 and LSE is S[0][0]·scale, whatever the wholly masked
+ *     blocks around it.
+ *   single_key: one query, one key, large logits, fp16: P = [1], so O = V, dV = dO and
+ *     dQ = dK = 0 exactly (dP − D cancels when D is summed as dP is). */
+void fx_model_check_unseen_rows(const fx_cpu_model *model);
+void fx_model_check_row0_sees_key0(const fx_cpu_model *model);
+void fx_model_check_single_key(const fx_cpu_model *model, int head_dim);
 
 #endif

@@ -13,13 +13,7 @@
 #include "fx_host.h"
 #include "fx_problem.h"
 #include "fx_reference.h"
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *ptr = calloc(n ? n : 1, size);
-    ck_assert_ptr_nonnull(ptr);
-    return ptr;
-}
+#include "fx_model_check.h" /* fx_test_calloc */
 
 /* A real tensor and its two reference answers: fp64 and the emulation in the dtype. */
 typedef struct case_data {
@@ -52,8 +46,8 @@ typedef enum which { WHICH_O, WHICH_LSE, WHICH_DK } which;
 static case_data compute(fx_problem p, which w)
 {
     size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);
-    float *q = xcalloc(nq, sizeof(float)), *k = xcalloc(nkv, sizeof(float));
-    float *v = xcalloc(nkv, sizeof(float)), *dout = xcalloc(nq, sizeof(float));
+    float *q = fx_test_calloc(nq, sizeof(float)), *k = fx_test_calloc(nkv, sizeof(float));
+    float *v = fx_test_calloc(nkv, sizeof(float)), *dout = fx_test_calloc(nq, sizeof(float));
     fx_fill(&p, FX_T_Q, q, nq);
     fx_fill(&p, FX_T_K, k, nkv);
     fx_fill(&p, FX_T_V, v, nkv);
@@ -63,10 +57,10 @@ static case_data compute(fx_problem p, which w)
     const int D = p.head_dim;
     if (w == WHICH_DK) {
         c.n = (size_t)p.seqlen_k * D;
-        c.ref = xcalloc(c.n, sizeof(double));
-        c.emu = xcalloc(c.n, sizeof(float));
-        double *dq = xcalloc(nq, sizeof(double)), *dv = xcalloc(c.n, sizeof(double));
-        float *dq_emu = xcalloc(nq, sizeof(float)), *dv_emu = xcalloc(c.n, sizeof(float));
+        c.ref = fx_test_calloc(c.n, sizeof(double));
+        c.emu = fx_test_calloc(c.n, sizeof(float));
+        double *dq = fx_test_calloc(nq, sizeof(double)), *dv = fx_test_calloc(c.n, sizeof(double));
+        float *dq_emu = fx_test_calloc(nq, sizeof(float)), *dv_emu = fx_test_calloc(c.n, sizeof(float));
         fx_ref_backward_group(&p, q, k, v, dout, 0, 0, dq, c.ref, dv);
         fx_emu_backward_group(&p, q, k, v, dout, 0, 0, dq_emu, c.emu, dv_emu);
         free(dq);
@@ -74,10 +68,10 @@ static case_data compute(fx_problem p, which w)
         free(dq_emu);
         free(dv_emu);
     } else {
-        double *o = xcalloc((size_t)p.seqlen_q * D, sizeof(double));
-        double *lse = xcalloc((size_t)p.seqlen_q, sizeof(double));
-        float *o_emu = xcalloc((size_t)p.seqlen_q * D, sizeof(float));
-        float *lse_emu = xcalloc((size_t)p.seqlen_q, sizeof(float));
+        double *o = fx_test_calloc((size_t)p.seqlen_q * D, sizeof(double));
+        double *lse = fx_test_calloc((size_t)p.seqlen_q, sizeof(double));
+        float *o_emu = fx_test_calloc((size_t)p.seqlen_q * D, sizeof(float));
+        float *lse_emu = fx_test_calloc((size_t)p.seqlen_q, sizeof(float));
         fx_ref_forward_rows(&p, q, k, v, 0, 0, 0, p.seqlen_q, o, lse);
         fx_emu_forward_rows(&p, q, k, v, 0, 0, 0, p.seqlen_q, o_emu, lse_emu);
         if (w == WHICH_O) {
@@ -111,7 +105,7 @@ static void release(case_data *c)
  * stage = ref + factor·(emu − ref). */
 static float *scaled_error(const case_data *c, double factor)
 {
-    float *stage = xcalloc(c->n, sizeof(float));
+    float *stage = fx_test_calloc(c->n, sizeof(float));
     for (size_t e = 0; e < c->n; e++)
         stage[e] = (float)(c->ref[e] + factor * ((double)c->emu[e] - c->ref[e]));
     return stage;

@@ -25,11 +25,6 @@
 
 /* ---- helpers (shared with the other model suites: fx_model_check.h) ---------------- */
 
-static fx_model_run run_model(fx_problem p, bool backward)
-{
-    return fx_run_model(&fx_flash2_cpu_model, p, backward);
-}
-
 static void check_against_reference(fx_problem p, bool backward)
 {
     fx_model_check_against_reference(&fx_flash2_cpu_model, p, backward);
@@ -158,31 +153,7 @@ END_TEST
  * is 0 in the backward, and only the explicit mask keeps P = 2^(S·scale_log2) out. */
 START_TEST(a_row_that_sees_no_key_gives_zero_o_minus_inf_lse_and_zero_dq)
 {
-    fx_problem p = fx_test_problem(1, 203, 70, 2, 2, 64, true, FX_BF16);
-    fx_model_run r = run_model(p, true);
-    const int first_seeing_row = p.seqlen_q - p.seqlen_k;
-    for (int h = 0; h < p.heads_q; ++h)
-        for (int i = 0; i < p.seqlen_q; ++i) {
-            const float lse = r.lse[fx_at_lse(&p, 0, h, i)];
-            if (i < first_seeing_row) {
-                ck_assert_msg(lse == -INFINITY, "row %d: LSE %g, expected -inf", i, lse);
-                for (int c = 0; c < p.head_dim; ++c) {
-                    ck_assert_float_eq(r.o[fx_at_q(&p, 0, i, h, c)], 0.0f);
-                    ck_assert_float_eq(r.dq[fx_at_q(&p, 0, i, h, c)], 0.0f);
-                }
-            } else {
-                ck_assert_msg(isfinite(lse), "row %d sees a key: LSE %g", i, lse);
-            }
-            for (int c = 0; c < p.head_dim; ++c) {
-                ck_assert(!isnan(r.o[fx_at_q(&p, 0, i, h, c)]));
-                ck_assert(!isnan(r.dq[fx_at_q(&p, 0, i, h, c)]));
-            }
-        }
-    for (size_t e = 0; e < fx_numel_kv(&p); ++e) {
-        ck_assert(!isnan(r.dk[e]));
-        ck_assert(!isnan(r.dv[e]));
-    }
-    fx_model_release(&r);
+    fx_model_check_unseen_rows(&fx_flash2_cpu_model);
 }
 END_TEST
 
@@ -191,16 +162,7 @@ END_TEST
  * comes before it: m stays -inf through them, and nothing may be NaN when key 0 arrives. */
 START_TEST(wholly_masked_blocks_before_the_first_visible_key_leave_a_row_exact)
 {
-    fx_problem p = fx_test_problem(1, 200, 200, 1, 1, 64, true, FX_BF16);
-    fx_model_run r = run_model(p, false);
-    for (int c = 0; c < p.head_dim; ++c)
-        ck_assert_float_eq(r.o[fx_at_q(&p, 0, 0, 0, c)], r.v[fx_at_kv(&p, 0, 0, 0, c)]);
-    double s = 0.0;
-    for (int c = 0; c < p.head_dim; ++c)
-        s += (double)r.q[fx_at_q(&p, 0, 0, 0, c)] * r.k[fx_at_kv(&p, 0, 0, 0, c)];
-    s *= p.softmax_scale;
-    ck_assert_double_eq_tol(r.lse[fx_at_lse(&p, 0, 0, 0)], s, 1e-5 * fmax(1.0, fabs(s)));
-    fx_model_release(&r);
+    fx_model_check_row0_sees_key0(&fx_flash2_cpu_model);
 }
 END_TEST
 
@@ -208,16 +170,7 @@ END_TEST
  * exact arithmetic, and in the model too, which sums D and dP in the same order. */
 START_TEST(a_single_key_gives_exactly_zero_dq_and_dk)
 {
-    fx_problem p = fx_test_problem(1, 1, 1, 1, 1, 64, false, FX_FP16);
-    p.dist = FX_DIST_LARGE_LOGITS;
-    fx_model_run r = run_model(p, true);
-    for (int c = 0; c < p.head_dim; ++c) {
-        ck_assert_float_eq(r.o[c], r.v[c]);
-        ck_assert_float_eq(r.dq[c], 0.0f);
-        ck_assert_float_eq(r.dk[c], 0.0f);
-        ck_assert_float_eq(r.dv[c], r.dout[c]);
-    }
-    fx_model_release(&r);
+    fx_model_check_single_key(&fx_flash2_cpu_model, 64);
 }
 END_TEST
 

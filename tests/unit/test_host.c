@@ -11,13 +11,7 @@
 
 #include "fx_host.h"
 #include "fx_problem.h"
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *ptr = calloc(n ? n : 1, size);
-    ck_assert_ptr_nonnull(ptr);
-    return ptr;
-}
+#include "fx_model_check.h" /* fx_test_calloc */
 
 static float from_bits32(uint32_t u)
 {
@@ -197,7 +191,7 @@ START_TEST(the_generator_is_a_pure_function_of_seed_stream_and_index)
 
     /* 3·4096 draws over seeds, streams and indices are all distinct. */
     enum { N = 4096 };
-    uint64_t *u = xcalloc(3 * N, sizeof(uint64_t));
+    uint64_t *u = fx_test_calloc(3 * N, sizeof(uint64_t));
     for (uint64_t i = 0; i < N; i++) {
         u[i] = fx_rng_u64(1, 1, i);
         u[N + i] = fx_rng_u64(1, 2, i);
@@ -234,8 +228,8 @@ START_TEST(fill_is_deterministic_per_seed_tensor_and_index)
     p.dtype = FX_FP16;
     p.dist = FX_DIST_OUTLIERS;
     enum { LONG = 100000, SHORT = 777 };
-    float *a = xcalloc(LONG, sizeof(float)), *b = xcalloc(SHORT, sizeof(float));
-    float *c = xcalloc(SHORT, sizeof(float));
+    float *a = fx_test_calloc(LONG, sizeof(float)), *b = fx_test_calloc(SHORT, sizeof(float));
+    float *c = fx_test_calloc(SHORT, sizeof(float));
     fx_fill(&p, FX_T_K, a, LONG);
     fx_fill(&p, FX_T_K, b, SHORT);
     for (int i = 0; i < SHORT; i++)
@@ -280,7 +274,7 @@ typedef struct moments {
 
 static moments sample(fx_problem p, fx_tensor_id id)
 {
-    float *x = xcalloc(N_SAMPLES, sizeof(float));
+    float *x = fx_test_calloc(N_SAMPLES, sizeof(float));
     fx_fill(&p, id, x, N_SAMPLES);
     moments m = {0};
     for (int i = 0; i < N_SAMPLES; i++)

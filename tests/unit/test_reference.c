@@ -13,6 +13,7 @@
 #include "fx_host.h"
 #include "fx_problem.h"
 #include "fx_reference.h"
+#include "fx_model_check.h" /* fx_test_calloc */
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -37,23 +38,16 @@ static fx_problem problem(int batch, int seqlen_q, int seqlen_k, int heads_q, in
     return p;
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *ptr = calloc(n ? n : 1, size);
-    ck_assert_ptr_nonnull(ptr);
-    return ptr;
-}
-
 static tensors make(fx_problem p)
 {
     char why[256];
     ck_assert_msg(fx_problem_validate(&p, why, sizeof why) == 0, "%s", why);
     tensors t = {.p = p};
     size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);
-    t.q = xcalloc(nq, sizeof(float));
-    t.k = xcalloc(nkv, sizeof(float));
-    t.v = xcalloc(nkv, sizeof(float));
-    t.dout = xcalloc(nq, sizeof(float));
+    t.q = fx_test_calloc(nq, sizeof(float));
+    t.k = fx_test_calloc(nkv, sizeof(float));
+    t.v = fx_test_calloc(nkv, sizeof(float));
+    t.dout = fx_test_calloc(nq, sizeof(float));
     fx_fill(&p, FX_T_Q, t.q, nq);
     fx_fill(&p, FX_T_K, t.k, nkv);
     fx_fill(&p, FX_T_V, t.v, nkv);
@@ -69,16 +63,6 @@ static void release(tensors *t)
     free(t->dout);
 }
 
-/* Element (b, row, head, d) of a Q-shaped or K-shaped tensor. */
-static size_t at_q(const fx_problem *p, int b, int i, int h, int d)
-{
-    return (((size_t)b * p->seqlen_q + i) * p->heads_q + h) * p->head_dim + d;
-}
-static size_t at_kv(const fx_problem *p, int b, int j, int h, int d)
-{
-    return (((size_t)b * p->seqlen_k + j) * p->heads_kv + h) * p->head_dim + d;
-}
-
 /* The kv head that query head h reads. */
 static int kv_head(const fx_problem *p, int h) { return h / (p->heads_q / p->heads_kv); }
 
@@ -87,7 +71,7 @@ static double score(const tensors *t, int b, int i, int h, int j)
 {
     double s = 0.0;
     for (int d = 0; d < t->p.head_dim; d++)
-        s += (double)t->q[at_q(&t->p, b, i, h, d)] * t->k[at_kv(&t->p, b, j, kv_head(&t->p, h), d)];
+        s += (double)t->q[fx_at_q(&t->p, b, i, h, d)] * t->k[fx_at_kv(&t->p, b, j, kv_head(&t->p, h), d)];
     return t->p.softmax_scale * s;
 }
 
@@ -101,10 +85,10 @@ static slice forward_slice(const tensors *t, int b, int h)
 {
     const fx_problem *p = &t->p;
     slice s;
-    s.o = xcalloc((size_t)p->seqlen_q * p->head_dim, sizeof(double));
-    s.lse = xcalloc((size_t)p->seqlen_q, sizeof(double));
-    s.o_emu = xcalloc((size_t)p->seqlen_q * p->head_dim, sizeof(float));
-    s.lse_emu = xcalloc((size_t)p->seqlen_q, sizeof(float));
+    s.o = fx_test_calloc((size_t)p->seqlen_q * p->head_dim, sizeof(double));
+    s.lse = fx_test_calloc((size_t)p->seqlen_q, sizeof(double));
+    s.o_emu = fx_test_calloc((size_t)p->seqlen_q * p->head_dim, sizeof(float));
+    s.lse_emu = fx_test_calloc((size_t)p->seqlen_q, sizeof(float));
     fx_ref_forward_rows(p, t->q, t->k, t->v, b, h, 0, p->seqlen_q, s.o, s.lse);
     fx_emu_forward_rows(p, t->q, t->k, t->v, b, h, 0, p->seqlen_q, s.o_emu, s.lse_emu);
     return s;
@@ -130,12 +114,12 @@ static group backward_group(const tensors *t, int b, int hk)
     const size_t G = (size_t)(p->heads_q / p->heads_kv);
     const size_t nq = G * p->seqlen_q * p->head_dim, nk = (size_t)p->seqlen_k * p->head_dim;
     group g;
-    g.dq = xcalloc(nq, sizeof(double));
-    g.dk = xcalloc(nk, sizeof(double));
-    g.dv = xcalloc(nk, sizeof(double));
-    g.dq_emu = xcalloc(nq, sizeof(float));
-    g.dk_emu = xcalloc(nk, sizeof(float));
-    g.dv_emu = xcalloc(nk, sizeof(float));
+    g.dq = fx_test_calloc(nq, sizeof(double));
+    g.dk = fx_test_calloc(nk, sizeof(double));
+    g.dv = fx_test_calloc(nk, sizeof(double));
+    g.dq_emu = fx_test_calloc(nq, sizeof(float));
+    g.dk_emu = fx_test_calloc(nk, sizeof(float));
+    g.dv_emu = fx_test_calloc(nk, sizeof(float));
     fx_ref_backward_group(p, t->q, t->k, t->v, t->dout, b, hk, g.dq, g.dk, g.dv);
     fx_emu_backward_group(p, t->q, t->k, t->v, t->dout, b, hk, g.dq_emu, g.dk_emu, g.dv_emu);
     return g;
@@ -181,7 +165,7 @@ START_TEST(one_key_gives_o_equal_v_and_lse_equal_its_score)
                     ck_assert_double_eq_tol(s.lse[i], expected_lse, 1e-12 * fmax(1, fabs(expected_lse)));
                     ck_assert_double_eq_tol(s.lse_emu[i], expected_lse, 1e-5 * fmax(1, fabs(expected_lse)));
                     for (int d = 0; d < p->head_dim; d++) {
-                        float vd = t.v[at_kv(p, b, 0, kv_head(p, h), d)];
+                        float vd = t.v[fx_at_kv(p, b, 0, kv_head(p, h), d)];
                         ck_assert_double_eq(s.o[(size_t)i * p->head_dim + d], vd);
                         ck_assert_float_eq(s.o_emu[(size_t)i * p->head_dim + d], vd);
                     }
@@ -215,8 +199,8 @@ START_TEST(equal_scores_give_the_mean_of_v)
                     for (int d = 0; d < p->head_dim; d++) {
                         double mean = 0.0, mean_abs = 0.0;
                         for (int j = 0; j < n; j++) {
-                            mean += t.v[at_kv(p, 0, j, 0, d)];
-                            mean_abs += fabs(t.v[at_kv(p, 0, j, 0, d)]);
+                            mean += t.v[fx_at_kv(p, 0, j, 0, d)];
+                            mean_abs += fabs(t.v[fx_at_kv(p, 0, j, 0, d)]);
                         }
                         mean /= n;
                         mean_abs /= n;
@@ -249,7 +233,7 @@ START_TEST(a_fully_masked_row_gives_zero_o_minus_inf_lse_and_zero_gradients)
     for (int i = 0; i < FIRST_SEEN; i++)
         for (int h = 0; h < HQ; h++)
             for (int d = 0; d < D; d++)
-                t.dout[at_q(p, 0, i, h, d)] = 1e4f;
+                t.dout[fx_at_q(p, 0, i, h, d)] = 1e4f;
 
     for (int h = 0; h < HQ; h++) {
         slice s = forward_slice(&t, 0, h);
@@ -332,8 +316,8 @@ START_TEST(seqlen_one_gives_o_equal_v_and_dv_equal_the_sum_of_do)
                 slice s = forward_slice(&t, b, h);
                 ck_assert_double_eq_tol(s.lse[0], score(&t, b, 0, h, 0), 1e-12);
                 for (int d = 0; d < D; d++) {
-                    ck_assert_double_eq(s.o[d], t.v[at_kv(p, b, 0, kv_head(p, h), d)]);
-                    ck_assert_float_eq(s.o_emu[d], t.v[at_kv(p, b, 0, kv_head(p, h), d)]);
+                    ck_assert_double_eq(s.o[d], t.v[fx_at_kv(p, b, 0, kv_head(p, h), d)]);
+                    ck_assert_float_eq(s.o_emu[d], t.v[fx_at_kv(p, b, 0, kv_head(p, h), d)]);
                 }
                 free_slice(&s);
             }
@@ -345,8 +329,8 @@ START_TEST(seqlen_one_gives_o_equal_v_and_dv_equal_the_sum_of_do)
                     for (int gi = 0; gi < G; gi++) {
                         ck_assert_double_eq(g.dq[gi * D + d], 0.0);
                         ck_assert_float_eq(g.dq_emu[gi * D + d], 0.0f);
-                        sum += t.dout[at_q(p, b, 0, hk * G + gi, d)];
-                        sum_f32 += t.dout[at_q(p, b, 0, hk * G + gi, d)];
+                        sum += t.dout[fx_at_q(p, b, 0, hk * G + gi, d)];
+                        sum_f32 += t.dout[fx_at_q(p, b, 0, hk * G + gi, d)];
                     }
                     ck_assert_double_eq(g.dk[d], 0.0);
                     ck_assert_float_eq(g.dk_emu[d], 0.0f);
@@ -369,14 +353,14 @@ static double loss(const tensors *t)
 {
     const fx_problem *p = &t->p;
     double L = 0.0;
-    double *o = xcalloc((size_t)p->seqlen_q * p->head_dim, sizeof(double));
-    double *lse = xcalloc((size_t)p->seqlen_q, sizeof(double));
+    double *o = fx_test_calloc((size_t)p->seqlen_q * p->head_dim, sizeof(double));
+    double *lse = fx_test_calloc((size_t)p->seqlen_q, sizeof(double));
     for (int b = 0; b < p->batch; b++) {
         for (int h = 0; h < p->heads_q; h++) {
             fx_ref_forward_rows(p, t->q, t->k, t->v, b, h, 0, p->seqlen_q, o, lse);
             for (int i = 0; i < p->seqlen_q; i++)
                 for (int d = 0; d < p->head_dim; d++)
-                    L += o[(size_t)i * p->head_dim + d] * t->dout[at_q(p, b, i, h, d)];
+                    L += o[(size_t)i * p->head_dim + d] * t->dout[fx_at_q(p, b, i, h, d)];
         }
     }
     free(o);
@@ -422,7 +406,7 @@ START_TEST(the_fp64_backward_matches_central_differences_with_gqa_and_causal)
             for (int gi = 0; gi < G; gi++) {
                 for (int i = 0; i < p->seqlen_q; i++) {
                     for (int d = 0; d < D; d++) {
-                        double fd = central_difference(&t, t.q, at_q(p, 0, i, hk * G + gi, d));
+                        double fd = central_difference(&t, t.q, fx_at_q(p, 0, i, hk * G + gi, d));
                         double an = g.dq[((size_t)gi * p->seqlen_q + i) * D + d];
                         ck_assert_msg(fabs(fd - an) < FD_TOLERANCE,
                                       "dQ[h=%d i=%d d=%d]: backward %.9f, finite difference %.9f",
@@ -433,8 +417,8 @@ START_TEST(the_fp64_backward_matches_central_differences_with_gqa_and_causal)
             }
             for (int j = 0; j < p->seqlen_k; j++) {
                 for (int d = 0; d < D; d++) {
-                    double fd_k = central_difference(&t, t.k, at_kv(p, 0, j, hk, d));
-                    double fd_v = central_difference(&t, t.v, at_kv(p, 0, j, hk, d));
+                    double fd_k = central_difference(&t, t.k, fx_at_kv(p, 0, j, hk, d));
+                    double fd_v = central_difference(&t, t.v, fx_at_kv(p, 0, j, hk, d));
                     double an_k = g.dk[(size_t)j * D + d], an_v = g.dv[(size_t)j * D + d];
                     ck_assert_msg(fabs(fd_k - an_k) < FD_TOLERANCE,
                                   "dK[hk=%d j=%d d=%d]: backward %.9f, finite difference %.9f",
@@ -483,11 +467,11 @@ static void check_alignment(int seqlen_q, int seqlen_k)
                 /* One row, one head, keys 0 .. n-1, no mask. */
                 tensors kept = make(problem(1, 1, n, 1, 1, D, false));
                 for (int d = 0; d < D; d++)
-                    kept.q[d] = t.q[at_q(p, b, i, h, d)];
+                    kept.q[d] = t.q[fx_at_q(p, b, i, h, d)];
                 for (int j = 0; j < n; j++) {
                     for (int d = 0; d < D; d++) {
-                        kept.k[(size_t)j * D + d] = t.k[at_kv(p, b, j, kv_head(p, h), d)];
-                        kept.v[(size_t)j * D + d] = t.v[at_kv(p, b, j, kv_head(p, h), d)];
+                        kept.k[(size_t)j * D + d] = t.k[fx_at_kv(p, b, j, kv_head(p, h), d)];
+                        kept.v[(size_t)j * D + d] = t.v[fx_at_kv(p, b, j, kv_head(p, h), d)];
                     }
                 }
                 slice r = forward_slice(&kept, 0, 0);
