@@ -41,20 +41,9 @@ case $direction in
     "" | fwd | bwd | both) ;;
     *) echo "plot.sh: --direction must be fwd, bwd or both" >&2; exit 2 ;;
 esac
-if [[ -z $direction ]]; then
-    meta=${csv%.csv}.meta
-    [[ -r $meta ]] && direction=$(sed -n 's/^direction=//p' "$meta" | head -n 1)
-fi
-case $direction in
-    fwd) dirs=(fwd) ;;
-    bwd) dirs=(bwd) ;;
-    both) dirs=(fwd bwd) ;;
-    *)  # no .meta: the directions the CSV has rows of
-        read -r -a dirs <<<"$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-            $c["direction"] == "fwd" { f = 1 } $c["direction"] == "bwd" { b = 1 }
-            END { print (f ? "fwd " : "") (b ? "bwd" : "") }' "$csv")"
-        ;;
-esac
+# shellcheck source=bench/sweep_dirs.sh
+source bench/sweep_dirs.sh
+read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 if ! command -v gnuplot >/dev/null 2>&1; then
     echo "gnuplot is not installed: no figures. Install it (apt-get install gnuplot-nox) or," \
         "on a machine that has it: bench/plot.sh $csv"

@@ -57,20 +57,10 @@ esac
 head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header (FX_CSV_HEADER)"
 meta=${csv%.csv}.meta
 
-# The directions: --direction, the sweep's, or those with rows.
-if [[ -z $direction && -r $meta ]]; then
-    direction=$(sed -n 's/^direction=//p' "$meta" | head -n 1)
-fi
-case $direction in
-    fwd) dirs=(fwd) ;;
-    bwd) dirs=(bwd) ;;
-    both) dirs=(fwd bwd) ;;
-    *)
-        read -r -a dirs <<<"$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-            $c["direction"] == "fwd" { f = 1 } $c["direction"] == "bwd" { b = 1 }
-            END { print (f ? "fwd " : "") (b ? "bwd" : "") }' "$csv")"
-        ;;
-esac
+# The directions: --direction, the sweep's, or those with rows (bench/sweep_dirs.sh).
+# shellcheck source=bench/sweep_dirs.sh
+source bench/sweep_dirs.sh
+read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 ((${#dirs[@]})) || { echo "gen_readme_results.sh: no fwd or bwd rows in $csv" >&2; exit 1; }
 marker() { [[ $1 == fwd ]] && echo results || echo results-bwd; }
 for dir in "${dirs[@]}"; do
