@@ -44,10 +44,13 @@ title = cols . \
   'p = p sprintf(", head_dim %s, %s%s", $c["head_dim"], $c["dtype"], $c["causal"] == 1 ? ", causal" : "") } ' . \
   'END { clk = hi == 0 ? "SM clock not read" : (lo == hi ? sprintf("SM %d MHz", hi) : sprintf("SM %d-%d MHz", lo, hi)); ' . \
   'printf "Stage ladder on %s (%s SMs, %s), %s\n%s", dev, sms, clk, date, p }'
-# Dense bf16 tensor-core peak in TFLOP/s on Hopper at the highest clock recorded; 0 elsewhere.
+# Dense bf16 tensor-core peak in TFLOP/s at the highest clock recorded: SMs × FLOP per SM
+# per clock (4096 on Hopper, 2048 on A100, as bench/bounds.sh and fa3_sweep.gp count them)
+# × clock; 0 on other GPUs.
 peak = cols . \
   '{ dev = $c["device"]; sms = $c["sm_count"]; if ($c["sm_clock_mhz"] + 0 > mhz) mhz = $c["sm_clock_mhz"] + 0 } ' . \
-  'END { hopper = dev ~ /H100|H200|H800|GH200/; printf "%.1f", hopper ? sms * 4096 * mhz * 1e6 / 1e12 : 0 }'
+  'END { f = dev ~ /H100|H200|H800|GH200/ ? 4096 : dev ~ /A100|A800|A30/ ? 2048 : 0; ' . \
+  'printf "%.1f", sms * f * mhz * 1e6 / 1e12 }'
 has_bwd_prog = cols . '$c["direction"] == "bwd" { n++ } END { print n + 0 }'
 
 run(prog) = system("awk -F, '" . prog . "' '" . csv . "' '" . csv . "'")
