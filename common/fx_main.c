@@ -289,12 +289,6 @@ typedef struct fx_bwd_check {
 
 static const char *const grad_names[3] = {"dQ", "dK", "dV"};
 
-/* Index of element c of row i of head h of batch b in a contiguous [b, s, h, d] tensor. */
-static size_t idx4(int b, int i, int h, int c, int seqlen, int heads, int d)
-{
-    return (((size_t)b * seqlen + i) * heads + h) * d + c;
-}
-
 /* Chooses the (batch, head) slices and the rows the forward reference evaluates. */
 typedef struct fx_sample {
     int n_slices;
@@ -371,7 +365,7 @@ static void check_forward(const fx_ctx *c, const fx_problem *p, const fx_case_ho
     for (size_t t = 0; t < total; ++t) {
         int sl = (int)(t / nr), i = s.rows[t % nr], b = s.b[sl], hh = s.h[sl];
         for (int col = 0; col < d; ++col) {
-            float x = st->o_h[idx4(b, i, hh, col, p->seqlen_q, p->heads_q, d)];
+            float x = st->o_h[fx_offset(fx_layout_q(p), b, i, hh, col)];
             fx_err_acc_add(&o, x, ro[t * d + col]);
             fx_err_acc_add(&oe, eo[t * d + col], ro[t * d + col]);
         }
@@ -429,14 +423,14 @@ static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_h
             for (int i = 0; i < p->seqlen_q; ++i)
                 for (int col = 0; col < d; ++col) {
                     size_t r = ((size_t)g * p->seqlen_q + i) * d + col;
-                    float x = st->dq_h[idx4(b, i, hk * G + g, col, p->seqlen_q, p->heads_q, d)];
+                    float x = st->dq_h[fx_offset(fx_layout_q(p), b, i, hk * G + g, col)];
                     fx_err_acc_add(&acc[0], x, rq[r]);
                     fx_err_acc_add(&emu[0], eq[r], rq[r]);
                 }
         for (int j = 0; j < p->seqlen_k; ++j)
             for (int col = 0; col < d; ++col) {
                 size_t r = (size_t)j * d + col;
-                size_t x = idx4(b, j, hk, col, p->seqlen_k, p->heads_kv, d);
+                size_t x = fx_offset(fx_layout_kv(p), b, j, hk, col);
                 fx_err_acc_add(&acc[1], st->dk_h[x], rk[r]);
                 fx_err_acc_add(&emu[1], ek[r], rk[r]);
                 fx_err_acc_add(&acc[2], st->dv_h[x], rv[r]);

@@ -70,6 +70,13 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len);
 fx_layout fx_layout_q(const fx_problem *p);
 fx_layout fx_layout_kv(const fx_problem *p);
 
+/* Element offset of (batch b, sequence row, head, column d) in a tensor of layout l:
+ * the one place the [batch, seqlen, heads, head_dim] index is written. */
+static inline size_t fx_offset(fx_layout l, int b, int row, int head, int d)
+{
+    return (size_t)(b * l.batch_stride + row * l.row_stride + head * l.head_stride + d);
+}
+
 /* Element counts. */
 size_t fx_numel_q(const fx_problem *p);   /* batch·seqlen_q·heads_q·head_dim  */
 size_t fx_numel_kv(const fx_problem *p);  /* batch·seqlen_k·heads_kv·head_dim */

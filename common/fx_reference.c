@@ -49,7 +49,7 @@ static void *xmalloc(size_t bytes)
 /* Pointers to row `row` of head `head` in batch b of a tensor in the contiguous layout. */
 static const float *row_ptr(const float *x, fx_layout l, int b, int row, int head)
 {
-    return x + b * l.batch_stride + row * l.row_stride + head * l.head_stride;
+    return x + fx_offset(l, b, row, head, 0);
 }
 
 /* Whether query row i sees key j (bottom-right causal, fx_problem.h). */

@@ -78,11 +78,11 @@ void fx_model_release(fx_model_run *r)
 
 size_t fx_at_q(const fx_problem *p, int b, int i, int h, int d)
 {
-    return (((size_t)b * p->seqlen_q + i) * p->heads_q + h) * p->head_dim + d;
+    return fx_offset(fx_layout_q(p), b, i, h, d);
 }
 size_t fx_at_kv(const fx_problem *p, int b, int j, int h, int d)
 {
-    return (((size_t)b * p->seqlen_k + j) * p->heads_kv + h) * p->head_dim + d;
+    return fx_offset(fx_layout_kv(p), b, j, h, d);
 }
 size_t fx_at_lse(const fx_problem *p, int b, int h, int i)
 {
