@@ -194,16 +194,7 @@ template <> __device__ __forceinline__ __half from_float(float x) { return __flo
 
 __host__ __device__ __forceinline__ int div_up(int a, int b) { return (a + b - 1) / b; }
 
-/* Causal blocks that are wholly masked are skipped: for the K/V block starting at key
- * key0, rows below key0 - (seqlen_k - seqlen_q) see none of its keys (bottom-right
- * mask: row i sees key j iff j <= i + seqlen_k - seqlen_q). Returns the first Q block
- * with a row that does. Key blocks are never skipped: the last row sees every key. */
-__host__ __device__ __forceinline__ int first_visible_q_block(int key0, int causal_offset,
-                                                              int block_m)
-{
-    const int first_row = key0 - causal_offset;
-    return first_row <= 0 ? 0 : first_row / block_m;
-}
+/* The backward's causal skip of Q blocks: fx_flash1_first_visible_q_block (flash1_model.h). */
 
 /* Max and sum over the 16 lanes tx of one half-warp (they hold one row's keys). */
 __device__ __forceinline__ float row_max16(float x)
@@ -378,7 +369,8 @@ flash1_forward_kernel(const Flash1ForwardParams params)
             store_tile_fragment<Element, kBlockN, kHeadDimMax>(smem.V, V_j);
         }
 
-        const int i_begin = params.causal ? first_visible_q_block(key0, causal_offset, kBlockM) : 0;
+        const int i_begin =
+            params.causal ? fx_flash1_first_visible_q_block(key0, causal_offset, kBlockM) : 0;
         for (int i = i_begin; i < T_r; ++i) {
             const int row0 = i * kBlockM;
             /* Line 8: this thread's part of O_i, m_i, ℓ_i to registers, Q_i to shared
@@ -630,7 +622,8 @@ flash1_backward_kernel(const Flash1BackwardParams params)
                 dV_acc[u][w] = make_float4(0.f, 0.f, 0.f, 0.f);
             }
 
-        const int i_begin = params.causal ? first_visible_q_block(key0, causal_offset, kBlockM) : 0;
+        const int i_begin =
+            params.causal ? fx_flash1_first_visible_q_block(key0, causal_offset, kBlockM) : 0;
         for (int g = 0; g < group; ++g) {
             const int h = h_kv * group + g;
             const Element *Q = (const Element *)params.q + b * params.q_layout.batch_stride +

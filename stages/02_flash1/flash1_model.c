@@ -26,14 +26,6 @@ static const float kLog2e = 1.4426950408889634f;
 
 static int div_up(int a, int b) { return (a + b - 1) / b; }
 
-/* First Q block with a row that sees key key0 under the bottom-right causal mask
- * (row i sees key j iff j <= i + seqlen_k - seqlen_q); earlier blocks are skipped. */
-static int first_visible_q_block(int key0, int causal_offset, int block_m)
-{
-    const int first_row = key0 - causal_offset;
-    return first_row <= 0 ? 0 : first_row / block_m;
-}
-
 static bool key_visible(const fx_problem *p, int row, int key)
 {
     return key < p->seqlen_k && (!p->causal || key <= row + p->seqlen_k - p->seqlen_q);
@@ -81,7 +73,9 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
             }
             for (int j = 0; j < T_c; ++j) {
                 const int key0 = j * B_c;
-                const int i_begin = p->causal ? first_visible_q_block(key0, seqlen_k - seqlen_q, B_r) : 0;
+                const int i_begin =
+                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r)
+                              : 0;
                 for (int i = i_begin; i < T_r; ++i)
                     for (int r = 0; r < B_r && i * B_r + r < seqlen_q; ++r) {
                         const int row = i * B_r + r;
@@ -165,7 +159,9 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
             memset(dQ, 0, (size_t)group * seqlen_q * head_dim * sizeof(float));
             for (int j = 0; j < T_c; ++j) {
                 const int key0 = j * B_c;
-                const int i_begin = p->causal ? first_visible_q_block(key0, seqlen_k - seqlen_q, B_r) : 0;
+                const int i_begin =
+                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r)
+                              : 0;
                 /* Line 8. */
                 memset(dK_acc, 0, (size_t)B_c * head_dim * sizeof(float));
                 memset(dV_acc, 0, (size_t)B_c * head_dim * sizeof(float));

@@ -31,6 +31,24 @@ typedef struct fx_flash1_tiles {
  * so the model can never run other tiles than the kernels. head_dim in [8, 256]. */
 fx_flash1_tiles fx_flash1_tiles_for(int head_dim, bool backward);
 
+#ifdef __CUDACC__
+#define FX_FLASH1_HD __host__ __device__
+#else
+#define FX_FLASH1_HD
+#endif
+
+/* The backward's causal skip, shared by the kernel (flash1.cu) and the model: for the K/V
+ * block starting at key0, rows below key0 − causal_offset (causal_offset = seqlen_k −
+ * seqlen_q; row i sees key j iff j <= i + causal_offset, bottom-right) see none of its
+ * keys. Returns the first Q block of block_m rows with a row that does. Key blocks are never
+ * skipped: the last row sees every key. */
+static inline FX_FLASH1_HD int fx_flash1_first_visible_q_block(int key0, int causal_offset,
+                                                               int block_m)
+{
+    const int first_row = key0 - causal_offset;
+    return first_row <= 0 ? 0 : first_row / block_m;
+}
+
 /* The model itself: fx_cpu_model (fx_stage.h) — forward and backward, inputs already
  * rounded to p->dtype, outputs rounded to p->dtype as the kernels store them
  * (LSE stays fp32). */
