@@ -169,4 +169,20 @@ static __device__ __forceinline__ void fx_red_add_f32(float *addr, float x)
     asm volatile("red.global.add.f32 [%0], %1;\n" :: "l"(addr), "f"(x) : "memory");
 }
 
+/* red.global.add.v2.f32 [addr], {x, y};  addr[0] += x and addr[1] += y, each atomic, one
+ * instruction (same section; the vector form is sm_90+, PTX ISA 8.1). addr must be 8-byte
+ * aligned. Before sm_90 the two elements go as two scalar reds: the same result, twice
+ * the instructions and L2 requests. The dQ accumulator of a thread is pairs of adjacent
+ * columns, so the stage 03 backward halves its reductions on Hopper with it. */
+static __device__ __forceinline__ void fx_red_add_f32x2(float *addr, float x, float y)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" :: "l"(addr), "f"(x), "f"(y)
+                 : "memory");
+#else
+    fx_red_add_f32(addr, x);
+    fx_red_add_f32(addr + 1, y);
+#endif
+}
+
 #endif

@@ -13,7 +13,7 @@
  *     dV += Pᵀ·dO, dK += dSᵀ·Q                   (phase B, k = kBlockM)
  *     dQaccum += dS·K                            (phase C, k = kBlockN, fp32 atomics)
  * dQ of a query row sums over every key block, i.e. over many CTAs: they add their
- * partial products into an fp32 dQaccum with red.global.add.f32, and a postprocess kernel
+ * partial products into an fp32 dQaccum with red.global.add (two columns per instruction on sm_90), and a postprocess kernel
  * scales and converts it. A preprocess kernel computes D = rowsum(dO∘O), LSE in log2 units
  * and zeroes dQaccum.
  *
@@ -100,10 +100,12 @@ struct Flash2BwdConfig {
                                          kSwizzleRowElems;
     static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
     static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
-    // P and dS rows (one key, kBlockM queries): padded by one chunk, so that the 8 rows of
-    // an ldmatrix matrix, kPRowBytes apart = an odd number of chunks, hit 8 different
-    // 16-byte bank groups (a 64- or 128-byte row is too short for the 128-byte XOR swizzle).
-    static constexpr int kPRowElems = kBlockM + kChunkElems;
+    // P and dS rows (one key, kBlockM queries). A row of whole 128-byte lines (kBlockM ≥ 64)
+    // takes the same XOR swizzle as Q; a shorter one (kBlockM = 32, 64 bytes) is padded by
+    // one chunk instead, so that the 8 rows of an ldmatrix matrix, kPRowBytes apart = an odd
+    // number of chunks, still hit 8 different 16-byte bank groups.
+    static constexpr bool kPSwizzled = kBlockM % kSwizzleRowElems == 0;
+    static constexpr int kPRowElems = kPSwizzled ? kBlockM : kBlockM + kChunkElems;
     static constexpr int kPRowBytes = kPRowElems * kElemBytes;
 
     static_assert(kNWarps % kWarpsSKeys == 0 && kNWarps % kWarpsDKKeys == 0 &&
@@ -115,7 +117,8 @@ struct Flash2BwdConfig {
     static_assert(kHeadDim % kMmaK == 0 && kBlockM % kMmaK == 0 && kBlockN % kMmaK == 0,
                   "whole k16 steps in every phase");
     static_assert(kNThreads % kSmemChunks == 0, "a copy pass covers whole rows");
-    static_assert((kPRowBytes / kChunkBytes) % 2 == 1, "P rows an odd number of chunks apart");
+    static_assert(kPSwizzled || (kPRowBytes / kChunkBytes) % 2 == 1,
+                  "padded P rows an odd number of chunks apart");
     static_assert(kRowPad % kBlockM == 0, "LSE_log2 and D padding covers whole Q blocks");
     static_assert(kBlockM / kFloatsPerChunk * 2 <= kNThreads, "one chunk of LSE or D per thread");
 };
@@ -123,26 +126,30 @@ struct Flash2BwdConfig {
 /*
  * The tile per head_dim. A thread keeps dK and dV of its phase-B warp tile across the
  * whole loop (2·kBlockN·head_dim/256 fp32) and, in phase A, Sᵀ and dPᵀ of its warp tile
- * (2·kBlockN·kBlockM/256), in phase C dQ (kBlockM·head_dim/256). As in the forward, 160
- * live accumulators is the most that compiles without spills beside the fragments and
- * addresses, so each tile keeps max(dK+dV + Sᵀ+dPᵀ, dK+dV + dQ) ≤ 160. 8 warps at up to
- * 255 registers use the whole register file: one CTA per SM, so shared memory (≤ 227 KiB
- * on Hopper) only has to fit one CTA.
+ * (2·kBlockN·kBlockM/256), in phase C dQ (kBlockM·head_dim/256). 192 live accumulators
+ * compile without spills beside the fragments and addresses (ptxas: 253–255 registers at
+ * head_dim 64 and 128; the addresses that derive from thread_index_uncached are rebuilt
+ * per block instead of held), so each tile keeps max(dK+dV + Sᵀ+dPᵀ, dK+dV + dQ) ≤ 192.
+ * 8 warps at up to 255 registers use the whole register file: one CTA per SM. So every
+ * __syncthreads stalls the whole SM, and each Q block costs two of them and a fixed set
+ * of address and loop instructions whatever its height: kBlockM is as tall as those
+ * registers and shared memory allow — FA2's own tiles at head_dim 64 and 128.
  *
  * Shared memory: K, V (kBlockN rows) + kStages × (Q, dO) (kBlockM rows) of kSmemRowBytes,
- * P and dS (kBlockN × kPRowBytes), LSE_log2 and D (kStages × kBlockM fp32).
+ * P and dS (kBlockN × kPRowBytes), LSE_log2 and D (kStages × kBlockM fp32). Every tile
+ * fits the 163 KiB an sm_80 CTA may opt in to, so one configuration serves A100 and Hopper.
  */
-// d=64: 64 × 128. dK+dV 64, Sᵀ+dPᵀ 64 (warp: 32 keys × 32 queries), dQ 16.
-// 32 + 32 + 36 + 1 KiB ≈ 101 KiB.
-using BwdConfigD64 = Flash2BwdConfig<64, 64, 128, 4, 4, 2>;
+// d=64: 128 × 128. dK+dV 64 (32 keys × 64 columns), Sᵀ+dPᵀ 128 (32 keys × 64 queries),
+// dQ 32 (32 rows × 32 columns): 192. 16 + 16 + 64 + 64 + 2 KiB = 162 KiB.
+using BwdConfigD64 = Flash2BwdConfig<64, 128, 128, 4, 4, 4>;
 // d=96: 64 × 64. dK+dV 48 (16 keys × 48 columns), Sᵀ+dPᵀ 32 (16 keys × 32 queries), dQ 24
-// (16 rows × 48 columns). The 64 × 128 of d=64 (dK+dV 96 + Sᵀ+dPᵀ 64 = 160) spilled
+// (16 rows × 48 columns). A 64 × 128 tile (dK+dV 96 + Sᵀ+dPᵀ 64 = 160) spilled
 // 124 bytes here, and kBlockM = 32 leaves dQ warp tiles of 24 or 12 columns, an odd number
-// of n8 tiles. Rows padded to 128 elements: 32 + 64 + 18 + 1 KiB ≈ 115 KiB.
+// of n8 tiles. Rows padded to 128 elements: 32 + 64 + 16 + 1 KiB = 113 KiB.
 using BwdConfigD96 = Flash2BwdConfig<96, 64, 64, 4, 4, 4>;
-// d=128: 32 × 128. dK+dV 128 (32 keys × 64 columns), Sᵀ+dPᵀ 32 (32 keys × 16 queries):
-// 160; kBlockM = 64 would make it 192. 64 + 32 + 20 + 0.5 KiB ≈ 117 KiB.
-using BwdConfigD128 = Flash2BwdConfig<128, 32, 128, 4, 4, 2>;
+// d=128: 64 × 128. dK+dV 128 (32 keys × 64 columns), Sᵀ+dPᵀ 64 (32 keys × 32 queries):
+// 192; dQ 32 (32 rows × 32 columns). 64 + 64 + 32 + 1 KiB = 161 KiB.
+using BwdConfigD128 = Flash2BwdConfig<128, 64, 128, 4, 4, 2>;
 // d=256: 32 × 64. dK+dV alone are 2·kBlockN·256/256 = 2·kBlockN, so kBlockN = 64 for 128
 // (32 keys × 64 columns); Sᵀ+dPᵀ 16, dQ 32 (16 rows × 64 columns): 160.
 // 64 + 64 + 10 + 0.5 KiB ≈ 139 KiB.
@@ -166,10 +173,12 @@ struct BwdSharedStorage {
     alignas(kChunkBytes) float D[kStages][Cfg::kBlockM];
 };
 
-static_assert(sizeof(BwdSharedStorage<BwdConfigD64>) <= kMaxSmemPerBlockHopper, "d=64 smem");
-static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockHopper, "d=96 smem");
-static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockHopper, "d=128 smem");
-static_assert(sizeof(BwdSharedStorage<BwdConfigD256>) <= kMaxSmemPerBlockHopper, "d=256 smem");
+// sm_80's opt-in limit (163 KiB) is below Hopper's (227 KiB): every tile fits both.
+static constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
+static_assert(sizeof(BwdSharedStorage<BwdConfigD64>) <= kMaxSmemPerBlockSm80, "d=64 smem");
+static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockSm80, "d=96 smem");
+static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockSm80, "d=128 smem");
+static_assert(sizeof(BwdSharedStorage<BwdConfigD256>) <= kMaxSmemPerBlockSm80, "d=256 smem");
 
 /* ---------------------------------------------------------------------------------
  * Kernel arguments
@@ -326,20 +335,78 @@ static __device__ __forceinline__ void ldsm_b_trans(uint32_t r[4], uint32_t tile
     fx_ldmatrix_x4_trans(r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane),
                                                         chunk0 + lane_chunk16(lane)));
 }
-/* Padded P/dS tiles (row = key, kPRowBytes apart). */
+/* P/dS tiles (row = key, kPRowBytes apart): XOR-swizzled like Q when the rows are whole
+ * 128-byte lines, else padded (Flash2BwdConfig::kPSwizzled). */
+template <class Cfg>
+static __device__ __forceinline__ uint32_t p_offset(int row, int chunk)
+{
+    const int xor_key = Cfg::kPSwizzled ? row % kSwizzleChunks : 0;
+    return (uint32_t)(row * Cfg::kPRowBytes + (chunk ^ xor_key) * kChunkBytes);
+}
 template <class Cfg>
 static __device__ __forceinline__ void ldsm_a_rows_p(uint32_t r[4], uint32_t tile, int row0,
                                                      int chunk0, int lane)
 {
-    fx_ldmatrix_x4(r, tile + (uint32_t)((row0 + lane_row16(lane)) * Cfg::kPRowBytes +
-                                        (chunk0 + lane_chunk16(lane)) * kChunkBytes));
+    fx_ldmatrix_x4(r, tile + p_offset<Cfg>(row0 + lane_row16(lane), chunk0 + lane_chunk16(lane)));
 }
 template <class Cfg>
 static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t tile, int row0,
                                                       int chunk0, int lane)
 {
-    fx_ldmatrix_x4_trans(r, tile + (uint32_t)((row0 + lane_row8x2(lane)) * Cfg::kPRowBytes +
-                                              (chunk0 + lane_chunk8x2(lane)) * kChunkBytes));
+    fx_ldmatrix_x4_trans(r, tile + p_offset<Cfg>(row0 + lane_row8x2(lane),
+                                                 chunk0 + lane_chunk8x2(lane)));
+}
+
+/*
+ * Pᵀ = exp2(Sᵀ·scale_log2 − LSE_log2[query]) and dSᵀ = Pᵀ∘(dPᵀ − D[query]) of a warp's
+ * phase-A tile, rounded to the dtype into shared memory (row = key, column = query).
+ * kMasked: P = 0 where the key is not visible — a key past seqlen_k, a query row past
+ * seqlen_q (zero-filled, LSE_log2 = 0: exp2(0 − 0) would be 1), and (causal) a key right
+ * of the diagonal, which covers the rows that see no key at all (their LSE_log2 is 0 and
+ * would otherwise give exp2(S·scale_log2) ≠ 0). The caller takes the unmasked copy for a
+ * block that holds none of these, as FA2 does: no index arithmetic per element there.
+ */
+template <class Cfg, class Element, bool kCausal, bool kMasked>
+static __device__ __forceinline__ void store_p_ds(
+    const float (&acc_s)[Cfg::kSMTiles][Cfg::kSNTiles][4],
+    const float (&acc_dp)[Cfg::kSMTiles][Cfg::kSNTiles][4], const float *lse_log2,
+    const float *D, unsigned char *sP, unsigned char *sdS, int key_base, int q_base, int lane,
+    int key0, int q_block0, const Flash2BwdParams &p)
+{
+    using Ops = ElementOps<Element>;
+    const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+#pragma unroll
+    for (int nt = 0; nt < Cfg::kSNTiles; ++nt) {
+        const int q_local = q_base + nt * kMmaN + 2 * t;
+        const float2 lse = *reinterpret_cast<const float2 *>(&lse_log2[q_local]);
+        const float2 dd = *reinterpret_cast<const float2 *>(&D[q_local]);
+#pragma unroll
+        for (int mt = 0; mt < Cfg::kSMTiles; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int key_local = key_base + mt * kMmaM + g + h * (kMmaM / 2);
+                float pv[2], dsv[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    bool visible = true;
+                    if (kMasked) {
+                        const int key = key0 + key_local, q = q_block0 + q_local + e;
+                        visible = key < p.seqlen_k && q < p.seqlen_q;
+                        if (kCausal)
+                            visible = visible && key <= q + p.seqlen_k - p.seqlen_q;
+                    }
+                    const float s = acc_s[mt][nt][2 * h + e];
+                    const float P =
+                        visible ? fx_ex2(fmaf(s, p.scale_log2, -(e ? lse.y : lse.x))) : 0.f;
+                    pv[e] = P;
+                    dsv[e] = P * (acc_dp[mt][nt][2 * h + e] - (e ? dd.y : dd.x));
+                }
+                const uint32_t off = p_offset<Cfg>(key_local, q_local / kChunkElems) +
+                                     (uint32_t)(q_local % kChunkElems * kElemBytes);
+                *reinterpret_cast<uint32_t *>(sP + off) = Ops::pack(pv[0], pv[1]);
+                *reinterpret_cast<uint32_t *>(sdS + off) = Ops::pack(dsv[0], dsv[1]);
+            }
+    }
 }
 
 /* ---------------------------------------------------------------------------------
@@ -396,23 +463,30 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
     const uint32_t sP = fx_smem_addr(smem.P), sdS = fx_smem_addr(smem.dS);
     constexpr uint32_t kQStageBytes = sizeof(smem.Q[0]);
 
-    // Copies Q, dO, LSE_log2 and D of iteration `it` (query head, Q block) into `stage`.
-    auto load_q_block = [&](int it, int stage) {
-        const int head = head_kv * p.q_per_kv + it / n_m;
-        const int m_block = m_block_min + it % n_m;
+    // Copies Q, dO, LSE_log2 and D of (query head, Q block) into `stage`.
+    auto load_q_block = [&](int head, int m_block, int stage) {
         const int64_t row0 = (int64_t)m_block * Cfg::kBlockM;
         const Element *Q = static_cast<const Element *>(p.q) + batch * p.q_batch_stride +
                            head * p.q_head_stride + row0 * p.q_row_stride;
         const Element *dO = static_cast<const Element *>(p.dout) + batch * p.o_batch_stride +
                             head * p.o_head_stride + row0 * p.o_row_stride;
         const int rows_valid = p.seqlen_q - (int)row0;
-        load_tile<Cfg, Cfg::kBlockM, true>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride, rows_valid);
-        load_tile<Cfg, Cfg::kBlockM, true>(sdO0 + stage * kQStageBytes, dO, p.o_row_stride,
-                                     rows_valid);
+        // A whole block (every one but a tail) copies without a row test per pass.
+        if (rows_valid >= Cfg::kBlockM) {
+            load_tile<Cfg, Cfg::kBlockM, false>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride,
+                                                rows_valid);
+            load_tile<Cfg, Cfg::kBlockM, false>(sdO0 + stage * kQStageBytes, dO,
+                                                p.o_row_stride, rows_valid);
+        } else {
+            load_tile<Cfg, Cfg::kBlockM, true>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride,
+                                               rows_valid);
+            load_tile<Cfg, Cfg::kBlockM, true>(sdO0 + stage * kQStageBytes, dO,
+                                               p.o_row_stride, rows_valid);
+        }
         // LSE_log2 and D are padded to whole Q blocks (kRowPad): no row test needed.
         const int64_t stat0 = ((int64_t)batch * p.heads_q + head) * p.seqlen_q_rounded + row0;
         constexpr int kStatChunks = Cfg::kBlockM / kFloatsPerChunk;
-        const int tid = thread_index_uncached();
+        const int tid = (int)(unsigned)thread_index_uncached();
         if (tid < kStatChunks)
             fx_cp_async_cg_16(fx_smem_addr(&smem.LSE_log2[stage][tid * kFloatsPerChunk]),
                               p.lse_log2 + stat0 + tid * kFloatsPerChunk, true);
@@ -422,11 +496,16 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
                 p.D + stat0 + (tid - kStatChunks) * kFloatsPerChunk, true);
     };
 
+    // (head, m_block) of the iteration in flight and of the next one: the GQA loop order
+    // is head-major, kept as two counters (no integer division per iteration).
+    int head = head_kv * p.q_per_kv, m_block = m_block_min;
+    int next_head = head, next_m_block = m_block;
+
     // ---- Prologue: K, V (once) and the first Q block, one cp.async group ----
     if (n_iters > 0) {
         load_tile<Cfg, Cfg::kBlockN, true>(sK, K, p.k_row_stride, p.seqlen_k - key0);
         load_tile<Cfg, Cfg::kBlockN, true>(sV, V, p.v_row_stride, p.seqlen_k - key0);
-        load_q_block(0, 0);
+        load_q_block(head, m_block, 0);
         fx_cp_async_commit();
     }
 
@@ -445,20 +524,27 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
 
     // ---- Mainloop over (query head, Q block), two-stage Q/dO ring ----
     for (int it = 0, stage = 0; it < n_iters; ++it, stage ^= 1) {
+        head = next_head;
+        m_block = next_m_block;
+        if (++next_m_block == m_block_max) {
+            next_m_block = m_block_min;
+            ++next_head;
+        }
         // Q block `it` has landed for this thread; the barrier makes every thread's copies
         // visible and proves every warp is done with iteration it-1: its reads of the other
         // Q/dO stage (overwritten next) and of P and dS (overwritten in phase A).
         fx_cp_async_wait<0>();
         __syncthreads();
         if (it + 1 < n_iters) {
-            load_q_block(it + 1, stage ^ 1);
+            load_q_block(next_head, next_m_block, stage ^ 1);
             fx_cp_async_commit();
         }
-        const int head = head_kv * p.q_per_kv + it / n_m;
-        const int m_block = m_block_min + it % n_m;
         const uint32_t sQ = sQ0 + stage * kQStageBytes, sdO = sdO0 + stage * kQStageBytes;
-        const int tid = thread_index_uncached();
-        const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+        // Unsigned, so that the compiler knows warp and lane are not negative and divides
+        // and takes remainders by powers of two with shifts and masks.
+        const unsigned tid = (unsigned)thread_index_uncached();
+        const int warp = (int)(tid / kWarpSize), lane = (int)(tid % kWarpSize);
+        const int q_block0 = m_block * Cfg::kBlockM;
 
         // ---- Phase A: Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for the warp's keys × queries ----
         {
@@ -501,48 +587,24 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
                 }
             }
 
-            // Pᵀ = exp2(Sᵀ·scale_log2 − LSE_log2[query]) where the key is visible, else 0;
-            // dSᵀ = Pᵀ∘(dPᵀ − D[query]). Both rounded to the dtype into shared memory.
-            // The mask is explicit for every element: a key past seqlen_k, a query row past
-            // seqlen_q (zero-filled, LSE_log2 = 0: exp2(0 − 0) would be 1), and (causal) a
-            // key right of the diagonal — which covers the rows that see no key at all,
-            // whose LSE_log2 is 0 and would otherwise give exp2(S·scale_log2) ≠ 0.
-            const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
-            const int q_block0 = m_block * Cfg::kBlockM;
-#pragma unroll
-            for (int mt = 0; mt < Cfg::kSMTiles; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int key_local = key_base + mt * kMmaM + g + h * (kMmaM / 2);
-                    const int key = key0 + key_local;
-#pragma unroll
-                    for (int nt = 0; nt < Cfg::kSNTiles; ++nt) {
-                        const int q_local = q_base + nt * kMmaN + 2 * t;
-                        const float2 lse =
-                            *reinterpret_cast<const float2 *>(&smem.LSE_log2[stage][q_local]);
-                        const float2 dd = *reinterpret_cast<const float2 *>(&smem.D[stage][q_local]);
-                        float pv[2], dsv[2];
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int q = q_block0 + q_local + e;
-                            bool visible = key < p.seqlen_k && q < p.seqlen_q;
-                            if (kCausal)
-                                visible = visible && key <= q + p.seqlen_k - p.seqlen_q;
-                            const float s = acc_s[mt][nt][2 * h + e];
-                            const float P =
-                                visible ? fx_ex2(fmaf(s, p.scale_log2, -(e ? lse.y : lse.x)))
-                                        : 0.f;
-                            pv[e] = P;
-                            dsv[e] = P * (acc_dp[mt][nt][2 * h + e] - (e ? dd.y : dd.x));
-                        }
-                        const uint32_t off =
-                            (uint32_t)(key_local * Cfg::kPRowBytes + q_local * kElemBytes);
-                        *reinterpret_cast<uint32_t *>(reinterpret_cast<unsigned char *>(smem.P) +
-                                                      off) = Ops::pack(pv[0], pv[1]);
-                        *reinterpret_cast<uint32_t *>(reinterpret_cast<unsigned char *>(smem.dS) +
-                                                      off) = Ops::pack(dsv[0], dsv[1]);
-                    }
-                }
+            // Does the block need the mask? Only if it holds a key past seqlen_k, a query
+            // past seqlen_q, or (causal) a key right of the diagonal — which its last key
+            // and first query decide. The same for the whole CTA: the branch is uniform.
+            const bool masked =
+                key0 + Cfg::kBlockN > p.seqlen_k || q_block0 + Cfg::kBlockM > p.seqlen_q ||
+                (kCausal && key0 + Cfg::kBlockN - 1 > q_block0 + p.seqlen_k - p.seqlen_q);
+            unsigned char *sP_bytes = reinterpret_cast<unsigned char *>(smem.P);
+            unsigned char *sdS_bytes = reinterpret_cast<unsigned char *>(smem.dS);
+            if (masked)
+                store_p_ds<Cfg, Element, kCausal, true>(acc_s, acc_dp, smem.LSE_log2[stage],
+                                                        smem.D[stage], sP_bytes, sdS_bytes,
+                                                        key_base, q_base, lane, key0, q_block0,
+                                                        p);
+            else
+                store_p_ds<Cfg, Element, kCausal, false>(acc_s, acc_dp, smem.LSE_log2[stage],
+                                                         smem.D[stage], sP_bytes, sdS_bytes,
+                                                         key_base, q_base, lane, key0,
+                                                         q_block0, p);
         }
         // Every warp's Pᵀ and dSᵀ are in shared memory before any warp reads them.
         __syncthreads();
@@ -583,7 +645,7 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         //
         // The dQ race: a query row's dQ = Σ over all key blocks of dS·K, and every key
         // block belongs to another CTA, running on another SM at the same time. Each CTA
-        // adds its partial product into fp32 dQaccum with red.global.add.f32, resolved in
+        // adds its partial product into fp32 dQaccum with red.global.add (.v2.f32 on sm_90), resolved in
         // L2, so no CTA waits for another and no CTA owns dQ. The price: the order of the
         // additions varies from run to run, so dQ is not bitwise repeatable
         // (caps.deterministic_backward = false; stage 11 adds a deterministic mode).
@@ -617,24 +679,27 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
                     }
                 }
             }
+            // dQaccum rows of this Q block are heads_q·head_dim floats apart; the block's
+            // first row is computed once, the thread's rows as 32-bit offsets from it
+            // (fx_problem_validate keeps every tensor under 2^31 elements).
             const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+            float *dq_block = p.dq_accum +
+                              (((int64_t)batch * p.seqlen_q + q_block0) * p.heads_q + head) *
+                                  Cfg::kHeadDim +
+                              chunk_base * kChunkElems + 2 * t;
+            const int dq_row_stride = p.heads_q * Cfg::kHeadDim;
 #pragma unroll
             for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const int q = m_block * Cfg::kBlockM + q_base + mt * kMmaM + g +
-                                  h * (kMmaM / 2);
-                    if (q >= p.seqlen_q)
+                    const int q_local = q_base + mt * kMmaM + g + h * (kMmaM / 2);
+                    if (q_block0 + q_local >= p.seqlen_q)
                         continue;
-                    float *row = p.dq_accum +
-                                 (((int64_t)batch * p.seqlen_q + q) * p.heads_q + head) *
-                                     Cfg::kHeadDim +
-                                 chunk_base * kChunkElems + 2 * t;
+                    float *row = dq_block + q_local * dq_row_stride;
 #pragma unroll
-                    for (int nt = 0; nt < Cfg::kDQNTiles; ++nt) {
-                        fx_red_add_f32(row + nt * kMmaN, acc_dq[mt][nt][2 * h]);
-                        fx_red_add_f32(row + nt * kMmaN + 1, acc_dq[mt][nt][2 * h + 1]);
-                    }
+                    for (int nt = 0; nt < Cfg::kDQNTiles; ++nt)
+                        fx_red_add_f32x2(row + nt * kMmaN, acc_dq[mt][nt][2 * h],
+                                         acc_dq[mt][nt][2 * h + 1]);
                 }
         }
     }
