@@ -13,14 +13,14 @@
  *     dV += Pᵀ·dO, dK += dSᵀ·Q                   (phase B, k = kBlockM)
  *     dQaccum += dS·K                            (phase C, k = kBlockN, fp32 atomics)
  * dQ of a query row sums over every key block, i.e. over many CTAs: they add their
- * partial products into an fp32 dQaccum with red.global.add (two columns per instruction on sm_90), and a postprocess kernel
- * scales and converts it. A preprocess kernel computes D = rowsum(dO∘O), LSE in log2 units
- * and zeroes dQaccum.
+ * partial products into an fp32 dQaccum with red.global.add (two columns per instruction
+ * on sm_90), and a postprocess kernel scales and converts it. A preprocess kernel computes
+ * D = rowsum(dO∘O), LSE in log2 units and zeroes dQaccum.
  *
  * Measured on an H200 (bf16; plots/data/fa3_bwd_2026-12-01_nvidia-h200.csv, medians of 3
  * repeats interleaved with PyTorch 2.11's SDPA flash backend): batch 4, seqlen 4096, 16
- * heads, head_dim 128: 174 TFLOP/s (causal 155), 0.61× the FlashAttention-2 backend's 287
- * (253); batch 8, seqlen 2048, 32 heads, head_dim 64: 148 (127), 0.60× its 247 (207).
+ * heads, head_dim 128: 273 TFLOP/s (causal 241), 0.94× the FlashAttention-2 backend's 289
+ * (252); batch 8, seqlen 2048, 32 heads, head_dim 64: 230 (190), 0.94× its 245 (203).
  * Backward FLOPs are 2.5× the forward's.
  *
  * Sources: Tri Dao, "FlashAttention-2" (2023), Algorithm 2, §3.1-3.2; PTX ISA "mma"
@@ -645,10 +645,11 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         //
         // The dQ race: a query row's dQ = Σ over all key blocks of dS·K, and every key
         // block belongs to another CTA, running on another SM at the same time. Each CTA
-        // adds its partial product into fp32 dQaccum with red.global.add (.v2.f32 on sm_90), resolved in
-        // L2, so no CTA waits for another and no CTA owns dQ. The price: the order of the
-        // additions varies from run to run, so dQ is not bitwise repeatable
-        // (caps.deterministic_backward = false; stage 11 adds a deterministic mode).
+        // adds its partial product into fp32 dQaccum with red.global.add (.v2.f32 on
+        // sm_90), resolved in L2, so no CTA waits for another and no CTA owns dQ. The
+        // price: the order of the additions varies from run to run, so dQ is not bitwise
+        // repeatable (caps.deterministic_backward = false; stage 11 adds a deterministic
+        // mode).
         {
             const int q_base = (warp % Cfg::kWarpsDQRows) * Cfg::kDQRowsPerWarp;
             const int chunk_base =
