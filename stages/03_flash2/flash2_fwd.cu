@@ -328,7 +328,16 @@ static __device__ __forceinline__ void attention_block(
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
             const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
             // exp(m_old − m_new) rescales what was accumulated so far (0 on the first block).
-            const float alpha = fx_ex2(row_max[i][h] * scale_log2 - m_scaled);
+            // The P already in ℓ and O were 2^(S·scale_log2 − m_scaled_old), m_scaled_old the
+            // ROUNDED m_old·scale_log2, so alpha must be 2^(m_scaled_old − m_scaled): form
+            // the product rounded, as it was then (__fmul_rn), not fused into an FFMA with
+            // the subtraction. Fused, each rescale leaves the old terms off by m_old·c's
+            // rounding error, ℓ drifts from the P the backward recomputes from the LSE, and
+            // with fp16 large logits at softmax_scale 2 (|m·c| ≈ 7·10³, seqlen 1024, head_dim
+            // 128) the backward's dV missed its pass rule by 2.3× (docs/03_flash2.md,
+            // "Backward / The LSE must match the forward's P"). O is unaffected either way:
+            // it and ℓ are rescaled by the same alpha.
+            const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha;
 #pragma unroll

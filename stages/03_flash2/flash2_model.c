@@ -107,7 +107,11 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                         }
                         /* Online softmax, O left unnormalised (lines 9-10). */
                         const float m_scaled = (m_new == -INFINITY ? 0.0f : m_new) * scale_log2;
-                        const float alpha = exp2f(row_max * scale_log2 - m_scaled);
+                        /* The product rounded on its own, as the kernel's __fmul_rn: alpha
+                         * must be 2^(m_scaled_old − m_scaled), the m_scaled_old the earlier
+                         * P used (flash2_fwd.cu, the online softmax). */
+                        const float m_scaled_old = row_max * scale_log2;
+                        const float alpha = exp2f(m_scaled_old - m_scaled);
                         row_max = m_new;
                         row_sum *= alpha;
                         for (int col = 0; col < head_dim; ++col) acc_o[col] *= alpha;
