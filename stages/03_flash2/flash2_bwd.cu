@@ -139,7 +139,7 @@ struct Flash2BwdConfig {
  * P and dS (kBlockN × kPRowBytes), LSE_log2 and D (kStages × kBlockM fp32). Every tile
  * fits the 163 KiB an sm_80 CTA may opt in to, so one configuration serves A100 and Hopper.
  */
-// d=64: 128 × 128. dK+dV 64 (32 keys × 64 columns), Sᵀ+dPᵀ 128 (32 keys × 64 queries),
+// d=64: 128 × 128. dK+dV 64 (32 keys × 32 columns), Sᵀ+dPᵀ 128 (32 keys × 64 queries),
 // dQ 32 (32 rows × 32 columns): 192. 16 + 16 + 64 + 64 + 2 KiB = 162 KiB.
 using BwdConfigD64 = Flash2BwdConfig<64, 128, 128, 4, 4, 4>;
 // d=96: 64 × 64. dK+dV 48 (16 keys × 48 columns), Sᵀ+dPᵀ 32 (16 keys × 32 queries), dQ 24

@@ -12,10 +12,11 @@
  * a two-stage ring, P goes from the S accumulator to the PV A operand in registers, and
  * a causal CTA skips the K/V blocks wholly above the diagonal (FA2 §3.1.1).
  *
- * Measured on an H200 (batch 4, seqlen 4096, 2048/head_dim heads, bf16, 1980 MHz):
- * head_dim 128 332 TFLOP/s (causal 286), 0.95× PyTorch 2.11's SDPA flash backend in the
- * same run (350 and 300); head_dim 64 327 (297), 1.09× it. head_dim 256 (FA2's own
- * 128×64 tile, adopted after that run) measured 325 (274), 1.0× it.
+ * Measured on an H200 (batch 4, seqlen 4096, 2048/head_dim heads, bf16, medians of 3
+ * repeats interleaved with PyTorch 2.11's SDPA flash backend;
+ * plots/data/fa3_fwd_03_2026-12-01_nvidia-h200.csv): head_dim 128 337 TFLOP/s (causal
+ * 294), 0.99× the flash backend's 340 (296); head_dim 64 324 (294), 1.07× its 303 (279);
+ * head_dim 256 322 (273), 1.01× its 318 (268).
  *
  * Sources: Tri Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
  * Partitioning" (2023), Algorithm 1, §3.1-3.3; PTX ISA "mma" (m16n8k16 fragments),
