@@ -143,16 +143,17 @@ struct Flash2BwdConfig {
 // dQ 32 (32 rows × 32 columns): 192. 16 + 16 + 64 + 64 + 2 KiB = 162 KiB.
 using BwdConfigD64 = Flash2BwdConfig<64, 128, 128, 4, 4, 4>;
 // d=96: 64 × 64. dK+dV 48 (16 keys × 48 columns), Sᵀ+dPᵀ 32 (16 keys × 32 queries), dQ 24
-// (16 rows × 48 columns). A 64 × 128 tile (dK+dV 96 + Sᵀ+dPᵀ 64 = 160) spilled
-// 124 bytes here, and kBlockM = 32 leaves dQ warp tiles of 24 or 12 columns, an odd number
-// of n8 tiles. Rows padded to 128 elements: 32 + 64 + 16 + 1 KiB = 113 KiB.
+// (16 rows × 48 columns). kBlockM = 32 leaves dQ warp tiles of 24 or 12 columns, an odd
+// number of n8 tiles. FA2's 64 × 128 (dK+dV 96 + Sᵀ+dPᵀ 64) spilled 124 bytes in the
+// previous kernel and compiles without spills in this one (161 KiB): not yet measured.
+// Rows padded to 128 elements: 32 + 64 + 16 + 1 KiB = 113 KiB.
 using BwdConfigD96 = Flash2BwdConfig<96, 64, 64, 4, 4, 4>;
 // d=128: 64 × 128. dK+dV 128 (32 keys × 64 columns), Sᵀ+dPᵀ 64 (32 keys × 32 queries):
 // 192; dQ 32 (32 rows × 32 columns). 64 + 64 + 32 + 1 KiB = 161 KiB.
 using BwdConfigD128 = Flash2BwdConfig<128, 64, 128, 4, 4, 2>;
 // d=256: 32 × 64. dK+dV alone are 2·kBlockN·256/256 = 2·kBlockN, so kBlockN = 64 for 128
-// (32 keys × 64 columns); Sᵀ+dPᵀ 16, dQ 32 (16 rows × 64 columns): 160.
-// 64 + 64 + 10 + 0.5 KiB ≈ 139 KiB.
+// (32 keys × 64 columns); Sᵀ+dPᵀ 16, dQ 32 (16 rows × 64 columns): 160. 64 × 64 would be
+// 192 but 209 KiB of shared memory, past sm_80's 163. 64 + 64 + 10 + 0.5 KiB ≈ 139 KiB.
 using BwdConfigD256 = Flash2BwdConfig<256, 32, 64, 4, 2, 2>;
 
 /* ---------------------------------------------------------------------------------
@@ -173,8 +174,7 @@ struct BwdSharedStorage {
     alignas(kChunkBytes) float D[kStages][Cfg::kBlockM];
 };
 
-// sm_80's opt-in limit (163 KiB) is below Hopper's (227 KiB): every tile fits both.
-static constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
+// sm_80's opt-in limit is below Hopper's (flash2_common.cuh): every tile fits both.
 static_assert(sizeof(BwdSharedStorage<BwdConfigD64>) <= kMaxSmemPerBlockSm80, "d=64 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockSm80, "d=96 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockSm80, "d=128 smem");
@@ -335,8 +335,10 @@ static __device__ __forceinline__ void ldsm_b_trans(uint32_t r[4], uint32_t tile
     fx_ldmatrix_x4_trans(r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane),
                                                         chunk0 + lane_chunk16(lane)));
 }
-/* P/dS tiles (row = key, kPRowBytes apart): XOR-swizzled like Q when the rows are whole
- * 128-byte lines, else padded (Flash2BwdConfig::kPSwizzled). */
+/* Byte offset of 16-byte chunk `chunk` of row `row` (a key) in a Pᵀ/dSᵀ tile, rows
+ * kPRowBytes apart: XOR-swizzled like Q (swizzled_offset) when the rows are whole 128-byte
+ * lines, else padded (Flash2BwdConfig::kPSwizzled); either way the 8 rows an ldmatrix
+ * matrix reads fall in 8 different 16-byte bank groups. */
 template <class Cfg>
 static __device__ __forceinline__ uint32_t p_offset(int row, int chunk)
 {
@@ -360,18 +362,24 @@ static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t ti
 /*
  * Pᵀ = exp2(Sᵀ·scale_log2 − LSE_log2[query]) and dSᵀ = Pᵀ∘(dPᵀ − D[query]) of a warp's
  * phase-A tile, rounded to the dtype into shared memory (row = key, column = query).
+ *   acc_s, acc_dp  the warp tile's Sᵀ and dPᵀ accumulators (layout: the kernel's table)
+ *   lse_log2, D    fp32 [kBlockM] of the Q block in flight, LSE in log2 units
+ *   p_tile, ds_tile  generic pointers to the Pᵀ and dSᵀ tiles (p_offset's layout)
+ *   key_base, q_base  the warp tile's first key and query within the block
+ *   key0, q_block0    the block's first key and query within the sequence
  * kMasked: P = 0 where the key is not visible — a key past seqlen_k, a query row past
  * seqlen_q (zero-filled, LSE_log2 = 0: exp2(0 − 0) would be 1), and (causal) a key right
  * of the diagonal, which covers the rows that see no key at all (their LSE_log2 is 0 and
  * would otherwise give exp2(S·scale_log2) ≠ 0). The caller takes the unmasked copy for a
- * block that holds none of these, as FA2 does: no index arithmetic per element there.
+ * block that holds none of these, as FA2's backward does (its mask is applied only to
+ * the blocks that need it): no index arithmetic per element there.
  */
 template <class Cfg, class Element, bool kCausal, bool kMasked>
 static __device__ __forceinline__ void store_p_ds(
     const float (&acc_s)[Cfg::kSMTiles][Cfg::kSNTiles][4],
     const float (&acc_dp)[Cfg::kSMTiles][Cfg::kSNTiles][4], const float *lse_log2,
-    const float *D, unsigned char *sP, unsigned char *sdS, int key_base, int q_base, int lane,
-    int key0, int q_block0, const Flash2BwdParams &p)
+    const float *D, unsigned char *p_tile, unsigned char *ds_tile, int key_base, int q_base,
+    int lane, int key0, int q_block0, const Flash2BwdParams &p)
 {
     using Ops = ElementOps<Element>;
     const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
@@ -403,8 +411,8 @@ static __device__ __forceinline__ void store_p_ds(
                 }
                 const uint32_t off = p_offset<Cfg>(key_local, q_local / kChunkElems) +
                                      (uint32_t)(q_local % kChunkElems * kElemBytes);
-                *reinterpret_cast<uint32_t *>(sP + off) = Ops::pack(pv[0], pv[1]);
-                *reinterpret_cast<uint32_t *>(sdS + off) = Ops::pack(dsv[0], dsv[1]);
+                *reinterpret_cast<uint32_t *>(p_tile + off) = Ops::pack(pv[0], pv[1]);
+                *reinterpret_cast<uint32_t *>(ds_tile + off) = Ops::pack(dsv[0], dsv[1]);
             }
     }
 }
@@ -486,7 +494,7 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         // LSE_log2 and D are padded to whole Q blocks (kRowPad): no row test needed.
         const int64_t stat0 = ((int64_t)batch * p.heads_q + head) * p.seqlen_q_rounded + row0;
         constexpr int kStatChunks = Cfg::kBlockM / kFloatsPerChunk;
-        const int tid = (int)(unsigned)thread_index_uncached();
+        const int tid = thread_index_uncached();
         if (tid < kStatChunks)
             fx_cp_async_cg_16(fx_smem_addr(&smem.LSE_log2[stage][tid * kFloatsPerChunk]),
                               p.lse_log2 + stat0 + tid * kFloatsPerChunk, true);
@@ -593,16 +601,16 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
             const bool masked =
                 key0 + Cfg::kBlockN > p.seqlen_k || q_block0 + Cfg::kBlockM > p.seqlen_q ||
                 (kCausal && key0 + Cfg::kBlockN - 1 > q_block0 + p.seqlen_k - p.seqlen_q);
-            unsigned char *sP_bytes = reinterpret_cast<unsigned char *>(smem.P);
-            unsigned char *sdS_bytes = reinterpret_cast<unsigned char *>(smem.dS);
+            unsigned char *p_tile = reinterpret_cast<unsigned char *>(smem.P);
+            unsigned char *ds_tile = reinterpret_cast<unsigned char *>(smem.dS);
             if (masked)
                 store_p_ds<Cfg, Element, kCausal, true>(acc_s, acc_dp, smem.LSE_log2[stage],
-                                                        smem.D[stage], sP_bytes, sdS_bytes,
+                                                        smem.D[stage], p_tile, ds_tile,
                                                         key_base, q_base, lane, key0, q_block0,
                                                         p);
             else
                 store_p_ds<Cfg, Element, kCausal, false>(acc_s, acc_dp, smem.LSE_log2[stage],
-                                                         smem.D[stage], sP_bytes, sdS_bytes,
+                                                         smem.D[stage], p_tile, ds_tile,
                                                          key_base, q_base, lane, key0,
                                                          q_block0, p);
         }
@@ -682,7 +690,10 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
             }
             // dQaccum rows of this Q block are heads_q·head_dim floats apart; the block's
             // first row is computed once, the thread's rows as 32-bit offsets from it
-            // (fx_problem_validate keeps every tensor under 2^31 elements).
+            // (fx_problem_validate keeps every tensor under 2^31 elements). Every column a
+            // thread adds at is even (chunk_base·8 + 8nt + 2t) and rows are head_dim floats
+            // apart, so each pair is 8-byte aligned, as red.global.add.v2.f32 needs, given a
+            // workspace aligned to 16 bytes (fx_flash2_backward checks it).
             const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
             float *dq_block = p.dq_accum +
                               (((int64_t)batch * p.seqlen_q + q_block0) * p.heads_q + head) *
@@ -870,6 +881,9 @@ extern "C" cudaError_t fx_flash2_backward(const fx_bwd_args *a)
         return cudaErrorMisalignedAddress;
     if (a->workspace_bytes < fx_flash2_bwd_workspace_bytes(a->p))
         return cudaErrorInvalidValue;
+    // cp.async copies LSE_log2 and D in 16-byte chunks, and dQaccum takes 8-byte vector reds.
+    if ((uintptr_t)a->workspace % kChunkBytes != 0)
+        return cudaErrorMisalignedAddress;
     switch (a->p->head_dim) {
     case 64: return launch_bwd_dtype<BwdConfigD64>(a);
     case 96: return launch_bwd_dtype<BwdConfigD96>(a);

@@ -104,8 +104,10 @@ static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
 }
 
 static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
-// The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB).
+// The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
+// "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80.
 static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+static constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
 
 /*
  * Copies kRows rows of head_dim elements (row r at gmem + r·row_stride) into a swizzled

@@ -109,7 +109,9 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                         const float m_scaled = (m_new == -INFINITY ? 0.0f : m_new) * scale_log2;
                         /* The product rounded on its own, as the kernel's __fmul_rn: alpha
                          * must be 2^(m_scaled_old − m_scaled), the m_scaled_old the earlier
-                         * P used (flash2_fwd.cu, the online softmax). */
+                         * P used (flash2_fwd.cu, the online softmax). A statement of its
+                         * own: C contracts a*b − c into an FMA only within one expression
+                         * (and GCC in ISO C mode, this build's -std=c11, not at all). */
                         const float m_scaled_old = row_max * scale_log2;
                         const float alpha = exp2f(m_scaled_old - m_scaled);
                         row_max = m_new;

@@ -39,8 +39,11 @@ static size_t flash2_workspace_bytes(const fx_problem *p, bool backward)
  * fails at 128 (dQ 21 against a bound of 1.1); but already at 16 stage 02, which keeps P in
  * fp32 and folds nothing, misses the pass rule (its standard-attention baseline is itself
  * that far off in such rows), so above 8 the check could not tell stage 03's error from
- * the baseline's. Hence 8, below both. The default scale is 1/sqrt(head_dim). The real fix
- * is exercise 4 of docs/03_flash2.md: make the row max exact. */
+ * the baseline's. Hence 8, below both. It is not a promise for every input: with fp16
+ * large logits (64× the normal ones) dQ and dK still miss the bound at scale 8 at
+ * head_dim 128 and at 4 at 256, by up to 1.8× (docs/03_flash2.md, "A known limit
+ * remains"; the help's limits say so). The default scale is 1/sqrt(head_dim). The real
+ * fix is exercise 4 of docs/03_flash2.md: make the row max exact. */
 #define FLASH2_BWD_MAX_SCALE 8.0
 
 /* Refuses, naming the limit: a scale past the FFMA softmax's or the backward's limit, a

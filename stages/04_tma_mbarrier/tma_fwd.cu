@@ -10,8 +10,12 @@
  * while this one is computed). O leaves by a TMA store from shared memory, which the
  * generic-proxy writes before it must fence (fence.proxy.async). Compute — mma.sync,
  * ldmatrix, the online softmax, the tiles, warps and register budget — is stage 03's,
- * line for line, and the outputs are bitwise equal to stage 03's: `diff -u` against
- * stages/03_flash2/flash2_fwd.cu shows the copies and the addresses of the new layout.
+ * line for line but one, and the outputs were bitwise equal to stage 03's until that
+ * one: stage 03 now forms its online rescale from the rounded m_old·scale_log2
+ * (__fmul_rn; docs/03_flash2.md, "The LSE must match the forward's P"), this stage still
+ * fuses it, so O and LSE may differ from stage 03's by that rounding per rescale.
+ * `diff -u` against stages/03_flash2/flash2_fwd.cu shows the copies, the addresses of
+ * the new layout and that line.
  *
  * Measured on an H200 (batch 4, seqlen 4096, 2048/head_dim heads, bf16, 1980 MHz; the
  * README's table says which runs): head_dim 64 345 TFLOP/s (causal 306), head_dim 128

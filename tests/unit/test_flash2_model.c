@@ -45,8 +45,8 @@ static void assert_tails(const fx_problem *p)
 /* ---- tiles -------------------------------------------------------------------------- */
 
 /* The kernels' tiles (flash2_fwd.cu, flash2_bwd.cu): the forward's kBlockM × kBlockN and
- * the backward's, whose kBlockM shrinks where dK + dV take most registers (head_dim 256)
- * and is FA2's own where they leave room (128 × 128 at 64, 64 × 128 at 128). */
+ * the backward's: FA2's own at head_dim 64 and 128 (128 × 128, 64 × 128), 64 × 64 at 96
+ * and 32 × 64 at 256, where dK + dV take most registers (flash2_bwd.cu says why). */
 START_TEST(tiles_are_the_kernels_tiles_for_each_head_dim)
 {
     const struct { int head_dim, m, n, bwd_m, bwd_n; } table[] = {
