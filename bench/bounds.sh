@@ -64,8 +64,9 @@ head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header 
 augmented=$(mktemp)
 trap 'rm -f "$augmented"' EXIT
 
-# Pass 1 (NR == FNR): the copy bandwidth of each device. Pass 2: the bounds of each row.
-awk -F, -v OFS=, -v copy_opt="$copy_tbps" -v clock_opt="$clock_mhz" -v fpc_opt="$flop_per_clock" '
+# The median of a blank-separated list of numbers ("" for none), for both awk programs
+# below (insertion sort: a list is the few repeats of one point).
+awk_median='
 function median(list,    n, v, i, j, t) {
     n = split(list, v, " ")
     for (i = 2; i <= n; ++i)
@@ -73,6 +74,10 @@ function median(list,    n, v, i, j, t) {
     if (n == 0) return ""
     return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 }
+'
+
+# Pass 1 (NR == FNR): the copy bandwidth of each device. Pass 2: the bounds of each row.
+awk -F, -v OFS=, -v copy_opt="$copy_tbps" -v clock_opt="$clock_mhz" -v fpc_opt="$flop_per_clock" "$awk_median"'
 # Dense tensor-core FLOP per SM per clock, by device and dtype; "" when unknown.
 function flop_per_clock(dev, dtype) {
     if (fpc_opt != "") return fpc_opt
@@ -143,14 +148,7 @@ fi
 
 # The table: medians over the repeats, ordered by direction (fwd first), head_dim,
 # causal, seqlen, then by the stage's first appearance in the CSV.
-awk -F, -v want="$direction" '
-function median(list,    n, v, i, j, t) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; ++i)
-        for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    if (n == 0) return ""
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-}
+awk -F, -v want="$direction" "$awk_median"'
 function add(key, name, v) { if (v != "") vals[key, name] = vals[key, name] " " v }
 NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
 {

@@ -96,6 +96,28 @@ static __device__ __forceinline__ int thread_index_uncached(void)
     return t;
 }
 
+/* The element strides of Q, K, V and O (dO takes O's, dQ Q's, dK K's, dV V's) from the
+ * harness's layouts into a kernel's parameters: the forward's Flash2FwdParams and the
+ * backward's Flash2BwdParams name them alike. Row strides narrow to int: every tensor
+ * is under 2^31 elements (fx_problem_validate). */
+template <class Params>
+static void set_strides(Params &p, const fx_layout &q, const fx_layout &k, const fx_layout &v,
+                        const fx_layout &o)
+{
+    p.q_batch_stride = q.batch_stride;
+    p.q_row_stride = (int)q.row_stride;
+    p.q_head_stride = q.head_stride;
+    p.k_batch_stride = k.batch_stride;
+    p.k_row_stride = (int)k.row_stride;
+    p.k_head_stride = k.head_stride;
+    p.v_batch_stride = v.batch_stride;
+    p.v_row_stride = (int)v.row_stride;
+    p.v_head_stride = v.head_stride;
+    p.o_batch_stride = o.batch_stride;
+    p.o_row_stride = (int)o.row_stride;
+    p.o_head_stride = o.head_stride;
+}
+
 /* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
 static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
 {

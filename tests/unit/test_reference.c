@@ -23,17 +23,12 @@ typedef struct tensors {
     float *q, *k, *v, *dout; /* Q, dO: [batch, seqlen_q, heads_q, head_dim]; K, V: heads_kv */
 } tensors;
 
+/* fx_test_problem (fx_model_check.c) in the default dtype, with this suite's own seed. */
 static fx_problem problem(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
                           int head_dim, bool causal)
 {
-    fx_problem p = fx_problem_default();
-    p.batch = batch;
-    p.seqlen_q = seqlen_q;
-    p.seqlen_k = seqlen_k;
-    p.heads_q = heads_q;
-    p.heads_kv = heads_kv;
-    p.head_dim = head_dim;
-    p.causal = causal;
+    fx_problem p = fx_test_problem(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
+                                   causal, fx_problem_default().dtype);
     p.seed = 20240901;
     return p;
 }
