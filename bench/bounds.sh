@@ -64,17 +64,8 @@ head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header 
 augmented=$(mktemp)
 trap 'rm -f "$augmented"' EXIT
 
-# The median of a blank-separated list of numbers ("" for none), for both awk programs
-# below (insertion sort: a list is the few repeats of one point).
-awk_median='
-function median(list,    n, v, i, j, t) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; ++i)
-        for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    if (n == 0) return ""
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-}
-'
+# median() for both awk programs below (bench/awk_median.awk).
+awk_median=$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")
 
 # Pass 1 (NR == FNR): the copy bandwidth of each device. Pass 2: the bounds of each row.
 awk -F, -v OFS=, -v copy_opt="$copy_tbps" -v clock_opt="$clock_mhz" -v fpc_opt="$flop_per_clock" "$awk_median"'

@@ -47,10 +47,9 @@ bwd = dir eq "bwd"
 
 # awk programs over the CSV (no single quotes inside: the shell wraps them in some).
 # The columns are named by the header (FX_CSV_HEADER, common/fx_main.h).
+# median() comes from bench/awk_median.awk (gnuplot runs from the repository root).
 cols = 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next } ' . \
-  'function median(list,    n, v, i, j, t) { n = split(list, v, " "); ' . \
-  'for (i = 2; i <= n; ++i) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t } ' . \
-  'return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 } ' . \
+  system('cat bench/awk_median.awk') . ' ' . \
   'function lo(list,    n, v, i, m) { n = split(list, v, " "); m = v[1]; for (i = 2; i <= n; ++i) if (v[i] + 0 < m + 0) m = v[i]; return m } ' . \
   'function hi(list,    n, v, i, m) { n = split(list, v, " "); m = v[1]; for (i = 2; i <= n; ++i) if (v[i] + 0 > m + 0) m = v[i]; return m } ' . \
   sprintf('function mine() { return $c["direction"] == "%s" && $c["head_dim"] == %d && $c["causal"] == %d } ', dir, hd, causal) . \

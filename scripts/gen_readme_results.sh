@@ -104,13 +104,7 @@ fi
 # One table: table DIR FILE.
 table() {
 awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" -v dir="$1" \
-    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" '
-function median(list,    n, v, i, j, t) {
-    n = split(list, v, " ")
-    for (i = 2; i <= n; ++i)
-        for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; --j) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-}
+    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" "$(<bench/awk_median.awk)"'
 function spread(list,    n, v, i, lo, hi) {
     n = split(list, v, " "); lo = hi = v[1] + 0
     for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
