@@ -66,8 +66,14 @@ fx_err fx_compare_f32(const float *x, const float *ref, size_t n)
 }
 
 /* Mantissa bits and smallest normal exponent of each dtype. */
-static int mantissa_bits(fx_dtype dt) { return dt == FX_FP16 ? 10 : 7; }
-static int min_normal_exp(fx_dtype dt) { return dt == FX_FP16 ? -14 : -126; }
+static int mantissa_bits(fx_dtype dt)
+{
+    return dt == FX_FP16 ? 10 : 7;
+}
+static int min_normal_exp(fx_dtype dt)
+{
+    return dt == FX_FP16 ? -14 : -126;
+}
 
 double fx_slack(fx_dtype dt, double ref_max)
 {
@@ -110,8 +116,8 @@ bool fx_pass_lse(fx_err stage, fx_err emu, double *bound)
 
 void fx_err_format(fx_err e, char *buf, size_t len)
 {
-    int used = snprintf(buf, len, "max %.1e rel %.1e rmse %.1e nan %zu",
-                        e.max_abs, e.rel_l2, e.rmse, e.nan_count);
+    int used = snprintf(buf, len, "max %.1e rel %.1e rmse %.1e nan %zu", e.max_abs, e.rel_l2,
+                        e.rmse, e.nan_count);
     if (e.inf_mismatch && used >= 0 && (size_t)used < len)
         snprintf(buf + used, len - (size_t)used, " inf-mismatch %zu", e.inf_mismatch);
 }

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define FX_PASS_FACTOR 2.0       /* FlashAttention's tests use 2× the emulation's error   */
+#define FX_PASS_FACTOR 2.0 /* FlashAttention's tests use 2× the emulation's error   */
 /* The LSE's slack, relative to its largest |LSE|: 1e-5, about 84 fp32 ulps. Measured on the
  * H200 at the default problem (|LSE| up to 9.85): max |error| 3.0e-6 for stages 05-08 and
  * 8.7e-6 for stage 03, i.e. up to about 9 fp32 ulps, 11× under the slack. The slack is
@@ -50,14 +50,14 @@ extern "C" {
 #define FX_PREV_ONLY_ULPS 8.0
 
 typedef struct fx_err {
-    double max_abs;    /* max |x - ref| over finite pairs                                  */
-    double rel_l2;     /* ||x - ref||_2 / ||ref||_2 (0 when ref is 0)                       */
-    double rmse;       /* sqrt(mean (x - ref)²)                                              */
-    double ref_max;    /* max |ref| over finite ref                                          */
-    size_t nan_count;  /* NaN in x (or in ref, which only a broken reference has)           */
+    double max_abs;      /* max |x - ref| over finite pairs                                  */
+    double rel_l2;       /* ||x - ref||_2 / ||ref||_2 (0 when ref is 0)                       */
+    double rmse;         /* sqrt(mean (x - ref)²)                                              */
+    double ref_max;      /* max |ref| over finite ref                                          */
+    size_t nan_count;    /* NaN in x (or in ref, which only a broken reference has)           */
     size_t inf_mismatch; /* x and ref disagree on being ±inf (LSE of rows that see no key);
                           * equal infinities count as error 0 and are not in ref_max      */
-    size_t n;          /* all pairs, those with NaN or ±inf included (rmse divides by it)    */
+    size_t n;            /* all pairs, those with NaN or ±inf included (rmse divides by it)    */
 } fx_err;
 
 /* Running accumulator, so metrics can be gathered over sampled rows. */

@@ -162,7 +162,8 @@ cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_b
             goto done;
     for (int r = 0; r < repeats; ++r) {
         if ((err = cudaMemsetAsync(flush, r & 0xff, flush_bytes, stream)) != cudaSuccess ||
-            (err = cudaEventRecord(start, stream)) != cudaSuccess || (err = fn(ctx)) != cudaSuccess ||
+            (err = cudaEventRecord(start, stream)) != cudaSuccess ||
+            (err = fn(ctx)) != cudaSuccess ||
             (err = cudaEventRecord(stop, stream)) != cudaSuccess ||
             (err = cudaEventSynchronize(stop)) != cudaSuccess ||
             (err = cudaEventElapsedTime(&ms[r], start, stop)) != cudaSuccess)
@@ -171,8 +172,10 @@ cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_b
     out->repeats = repeats;
     out->median_ms = median(ms, repeats, &out->min_ms, &out->max_ms);
 done:
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
+    if (start)
+        cudaEventDestroy(start);
+    if (stop)
+        cudaEventDestroy(stop);
     cudaFree(flush);
     return err;
 }

@@ -18,9 +18,9 @@ extern "C" {
 /* Exit codes of every stage program (DESIGN.md, "Program"). */
 enum {
     FX_EXIT_OK = 0,
-    FX_EXIT_FAIL = 1,     /* a check failed, or any CUDA error but the ones below */
-    FX_EXIT_USAGE = 2,    /* bad usage, or a problem outside the stage's capabilities */
-    FX_EXIT_NO_GPU = 77   /* no driver, no device, or an architecture below the stage's */
+    FX_EXIT_FAIL = 1,   /* a check failed, or any CUDA error but the ones below */
+    FX_EXIT_USAGE = 2,  /* bad usage, or a problem outside the stage's capabilities */
+    FX_EXIT_NO_GPU = 77 /* no driver, no device, or an architecture below the stage's */
 };
 
 typedef struct fx_device_info {
@@ -61,8 +61,8 @@ typedef struct fx_timing {
     double median_ms, min_ms, max_ms;
     int repeats;
 } fx_timing;
-cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_bytes,
-                    int warmup, int repeats, fx_timing *out);
+cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_bytes, int warmup,
+                    int repeats, fx_timing *out);
 
 /* Prints "file:line: what: cudaGetErrorString(err)" to stderr when err != cudaSuccess,
  * and returns err. */

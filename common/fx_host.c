@@ -62,14 +62,14 @@ uint16_t fx_float_to_fp16(float x)
     uint32_t u = float_bits(x);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u)                      /* NaN -> quiet NaN */
+    if (abs > 0x7f800000u) /* NaN -> quiet NaN */
         return sign | 0x7e00u;
-    if (abs == 0x7f800000u)                     /* ±inf */
+    if (abs == 0x7f800000u) /* ±inf */
         return sign | 0x7c00u;
 
-    int e = (int)(abs >> 23) - 127;             /* unbiased exponent of x */
+    int e = (int)(abs >> 23) - 127; /* unbiased exponent of x */
     uint32_t mant = abs & 0x7fffffu;
-    if (e > 15)                                 /* |x| >= 2^16: past 65504, inf */
+    if (e > 15) /* |x| >= 2^16: past 65504, inf */
         return sign | 0x7c00u;
 
     if (e >= -14) {
@@ -103,11 +103,11 @@ float fx_fp16_to_float(uint16_t h)
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
-    if (e == 0) {                               /* zero or subnormal: mant·2^-24, exact */
+    if (e == 0) { /* zero or subnormal: mant·2^-24, exact */
         float v = (float)mant * 0x1p-24f;
         return sign ? -v : v;
     }
-    if (e == 31)                                /* inf or NaN, payload kept */
+    if (e == 31) /* inf or NaN, payload kept */
         return bits_float(sign | 0x7f800000u | (mant << 13));
     return bits_float(sign | ((e - 15 + 127) << 23) | (mant << 13));
 }
@@ -209,17 +209,15 @@ static double draw(const fx_problem *p, fx_tensor_id id, uint64_t i)
         if (fx_rng_uniform(p->seed, stream_of(id, FX_PART_OUTLIER_PICK), i) < FX_OUTLIER_RATE)
             x += FX_OUTLIER_STD * fx_rng_normal(p->seed, stream_of(id, FX_PART_OUTLIER_VALUE), i);
         return x;
-    case FX_DIST_LARGE_LOGITS:
-        return (id == FX_T_Q || id == FX_T_K) ? FX_LARGE_STD * x : x;
-    default:
-        return x;
+    case FX_DIST_LARGE_LOGITS: return (id == FX_T_Q || id == FX_T_K) ? FX_LARGE_STD * x : x;
+    default: return x;
     }
 }
 
 void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n)
 {
-    /* Each element depends only on (seed, id, index): the loop may run in any order. */
-    #pragma omp parallel for schedule(static)
+/* Each element depends only on (seed, id, index): the loop may run in any order. */
+#pragma omp parallel for schedule(static)
     for (long long i = 0; i < (long long)n; i++)
         x[i] = fx_round(p->dtype, (float)draw(p, id, (uint64_t)i));
 }

@@ -52,12 +52,12 @@ typedef struct fx_ctx {
 /* Host and device buffers of one case.                                      */
 
 typedef struct fx_case_host {
-    float *q, *k, *v, *dout;   /* rounded to the dtype */
+    float *q, *k, *v, *dout; /* rounded to the dtype */
     uint16_t *qb, *kb, *vb, *dob;
 } fx_case_host;
 
 typedef struct fx_outputs {
-    void *o;            /* device */
+    void *o; /* device */
     float *lse;
     void *dq, *dk, *dv;
     float *o_h, *lse_h; /* host copies, as float */
@@ -76,8 +76,14 @@ static void *xmalloc(size_t n)
 
 static void host_free(fx_case_host *h)
 {
-    free(h->q); free(h->k); free(h->v); free(h->dout);
-    free(h->qb); free(h->kb); free(h->vb); free(h->dob);
+    free(h->q);
+    free(h->k);
+    free(h->v);
+    free(h->dout);
+    free(h->qb);
+    free(h->kb);
+    free(h->vb);
+    free(h->dob);
     memset(h, 0, sizeof *h);
 }
 
@@ -107,8 +113,16 @@ static void host_make(const fx_problem *p, bool backward, fx_case_host *h)
 
 static void outputs_free(fx_outputs *o)
 {
-    cudaFree(o->o); cudaFree(o->lse); cudaFree(o->dq); cudaFree(o->dk); cudaFree(o->dv);
-    free(o->o_h); free(o->lse_h); free(o->dq_h); free(o->dk_h); free(o->dv_h);
+    cudaFree(o->o);
+    cudaFree(o->lse);
+    cudaFree(o->dq);
+    cudaFree(o->dk);
+    cudaFree(o->dv);
+    free(o->o_h);
+    free(o->lse_h);
+    free(o->dq_h);
+    free(o->dk_h);
+    free(o->dv_h);
     memset(o, 0, sizeof *o);
 }
 
@@ -119,7 +133,10 @@ typedef struct fx_inputs {
 
 static void inputs_free(fx_inputs *in)
 {
-    cudaFree(in->q); cudaFree(in->k); cudaFree(in->v); cudaFree(in->dout);
+    cudaFree(in->q);
+    cudaFree(in->k);
+    cudaFree(in->v);
+    cudaFree(in->dout);
     memset(in, 0, sizeof *in);
 }
 
@@ -222,21 +239,42 @@ static cudaError_t run_stage(const fx_stage *s, const fx_problem *p, const fx_in
             return err;
     }
     fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
-    r->fwd = (fx_fwd_args){.p = p, .q = in->q, .k = in->k, .v = in->v, .o = out->o,
-                           .lse = out->lse, .q_layout = lq, .k_layout = lkv, .v_layout = lkv,
-                           .o_layout = lq, .workspace = r->workspace,
-                           .workspace_bytes = r->workspace_bytes, .stream = 0};
+    r->fwd = (fx_fwd_args){.p = p,
+                           .q = in->q,
+                           .k = in->k,
+                           .v = in->v,
+                           .o = out->o,
+                           .lse = out->lse,
+                           .q_layout = lq,
+                           .k_layout = lkv,
+                           .v_layout = lkv,
+                           .o_layout = lq,
+                           .workspace = r->workspace,
+                           .workspace_bytes = r->workspace_bytes,
+                           .stream = 0};
     if ((err = FX_CUDA(poison(out->o, nq * 2))) ||
         (err = FX_CUDA(poison(out->lse, nl * sizeof(float)))))
         return err;
     if ((err = FX_CUDA(s->forward(&r->fwd))) || (err = FX_CUDA(cudaDeviceSynchronize())))
         return err;
     if (backward) {
-        r->bwd = (fx_bwd_args){.p = p, .q = in->q, .k = in->k, .v = in->v, .o = out->o,
-                               .dout = in->dout, .lse = out->lse, .dq = out->dq, .dk = out->dk,
-                               .dv = out->dv, .q_layout = lq, .k_layout = lkv, .v_layout = lkv,
-                               .o_layout = lq, .workspace = r->workspace,
-                               .workspace_bytes = r->workspace_bytes, .stream = 0};
+        r->bwd = (fx_bwd_args){.p = p,
+                               .q = in->q,
+                               .k = in->k,
+                               .v = in->v,
+                               .o = out->o,
+                               .dout = in->dout,
+                               .lse = out->lse,
+                               .dq = out->dq,
+                               .dk = out->dk,
+                               .dv = out->dv,
+                               .q_layout = lq,
+                               .k_layout = lkv,
+                               .v_layout = lkv,
+                               .o_layout = lq,
+                               .workspace = r->workspace,
+                               .workspace_bytes = r->workspace_bytes,
+                               .stream = 0};
         if ((err = FX_CUDA(poison(out->dq, nq * 2))) || (err = FX_CUDA(poison(out->dk, nkv * 2))) ||
             (err = FX_CUDA(poison(out->dv, nkv * 2))))
             return err;
@@ -250,8 +288,8 @@ static cudaError_t run_stage(const fx_stage *s, const fx_problem *p, const fx_in
     bits_to_host(p->dtype, stage, &out->o_h, nq);
     if (!out->lse_h)
         out->lse_h = xmalloc(nl * sizeof(float));
-    if ((err = FX_CUDA(cudaMemcpy(out->lse_h, out->lse, nl * sizeof(float),
-                                  cudaMemcpyDeviceToHost))))
+    if ((err =
+             FX_CUDA(cudaMemcpy(out->lse_h, out->lse, nl * sizeof(float), cudaMemcpyDeviceToHost))))
         goto done;
     if (backward) {
         if ((err = FX_CUDA(cudaMemcpy(stage, out->dq, nq * 2, cudaMemcpyDeviceToHost))))
@@ -282,7 +320,7 @@ typedef struct fx_fwd_check {
 typedef struct fx_bwd_check {
     fx_err g[3], g_emu[3]; /* dQ, dK, dV */
     double bound[3];
-    bool g_pass[3];        /* fx_pass of each */
+    bool g_pass[3]; /* fx_pass of each */
     bool pass, ran;
     int groups;
 } fx_bwd_check;
@@ -293,8 +331,8 @@ static const char *const grad_names[3] = {"dQ", "dK", "dV"};
 typedef struct fx_sample {
     int n_slices;
     int b[FX_MAX_REF_SLICES], h[FX_MAX_REF_SLICES];
-    int n_rows;      /* rows per slice */
-    int *rows;       /* [n_rows] */
+    int n_rows; /* rows per slice */
+    int *rows;  /* [n_rows] */
 } fx_sample;
 
 static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
@@ -311,34 +349,42 @@ static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
         }
     } else {
         /* The first and the last slice, then ones spread by the seed. */
-        if (max_slices > FX_MAX_REF_SLICES) max_slices = FX_MAX_REF_SLICES;
-        if (max_slices > slices_total) max_slices = slices_total;
+        if (max_slices > FX_MAX_REF_SLICES)
+            max_slices = FX_MAX_REF_SLICES;
+        if (max_slices > slices_total)
+            max_slices = slices_total;
         for (int i = 0; i < max_slices; ++i) {
-            int flat = i == 0 ? 0 : i == 1 ? slices_total - 1
-                       : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_FWD_SLICES, (uint64_t)i) %
-                               (uint64_t)slices_total);
+            int flat = i == 0   ? 0
+                       : i == 1 ? slices_total - 1
+                                : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_FWD_SLICES, (uint64_t)i) %
+                                        (uint64_t)slices_total);
             s->b[i] = flat / p->heads_q;
             s->h[i] = flat % p->heads_q;
         }
         s->n_slices = max_slices;
     }
     int rows = (int)(FX_REF_BUDGET_FWD / (per_row * s->n_slices));
-    if (rows < 2 * FX_EDGE_ROWS) rows = 2 * FX_EDGE_ROWS;
-    if (rows > p->seqlen_q) rows = p->seqlen_q;
+    if (rows < 2 * FX_EDGE_ROWS)
+        rows = 2 * FX_EDGE_ROWS;
+    if (rows > p->seqlen_q)
+        rows = p->seqlen_q;
     s->n_rows = rows;
     s->rows = xmalloc((size_t)rows * sizeof(int));
     if (rows == p->seqlen_q) {
-        for (int i = 0; i < rows; ++i) s->rows[i] = i;
+        for (int i = 0; i < rows; ++i)
+            s->rows[i] = i;
         return;
     }
     /* First and last FX_EDGE_ROWS rows, the rest evenly spaced between (sorted, distinct). */
     int k = 0;
-    for (int i = 0; i < FX_EDGE_ROWS; ++i) s->rows[k++] = i;
+    for (int i = 0; i < FX_EDGE_ROWS; ++i)
+        s->rows[k++] = i;
     int middle = rows - 2 * FX_EDGE_ROWS;
     int lo = FX_EDGE_ROWS, hi = p->seqlen_q - FX_EDGE_ROWS;
     for (int i = 0; i < middle; ++i)
         s->rows[k++] = lo + (int)(((long long)(hi - lo) * i) / (middle > 0 ? middle : 1));
-    for (int i = 0; i < FX_EDGE_ROWS; ++i) s->rows[k++] = p->seqlen_q - FX_EDGE_ROWS + i;
+    for (int i = 0; i < FX_EDGE_ROWS; ++i)
+        s->rows[k++] = p->seqlen_q - FX_EDGE_ROWS + i;
 }
 
 static void check_forward(const fx_ctx *c, const fx_problem *p, const fx_case_host *h,
@@ -348,7 +394,10 @@ static void check_forward(const fx_ctx *c, const fx_problem *p, const fx_case_ho
     sample_forward(p, c->opt.ref_slices, &s);
     int d = p->head_dim, nr = s.n_rows;
     fx_err_acc o, l, oe, le;
-    fx_err_acc_init(&o); fx_err_acc_init(&l); fx_err_acc_init(&oe); fx_err_acc_init(&le);
+    fx_err_acc_init(&o);
+    fx_err_acc_init(&l);
+    fx_err_acc_init(&oe);
+    fx_err_acc_init(&le);
     /* Rows are independent: evaluate all sampled rows (in parallel where OpenMP is
      * there), then accumulate the metrics serially in a fixed order. */
     size_t total = (size_t)s.n_slices * nr;
@@ -373,8 +422,11 @@ static void check_forward(const fx_ctx *c, const fx_problem *p, const fx_case_ho
         fx_err_acc_add(&l, xl, rl[t]);
         fx_err_acc_add(&le, el[t], rl[t]);
     }
-    free(rl); free(el);
-    free(ro); free(eo); free(s.rows);
+    free(rl);
+    free(el);
+    free(ro);
+    free(eo);
+    free(s.rows);
     out->o = fx_err_acc_result(&o);
     out->lse = fx_err_acc_result(&l);
     out->o_emu = fx_err_acc_result(&oe);
@@ -395,7 +447,8 @@ static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_h
     int n = groups_total;
     if (per_group * groups_total > FX_REF_BUDGET_BWD) {
         n = (int)(FX_REF_BUDGET_BWD / per_group);
-        if (n > c->opt.ref_slices) n = c->opt.ref_slices;
+        if (n > c->opt.ref_slices)
+            n = c->opt.ref_slices;
         if (n < 1) {
             out->ran = false;
             out->pass = true;
@@ -410,12 +463,16 @@ static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_h
     float *eq = xmalloc(nq_g * sizeof(float)), *ek = xmalloc(nk_g * sizeof(float)),
           *ev = xmalloc(nk_g * sizeof(float));
     fx_err_acc acc[3], emu[3];
-    for (int t = 0; t < 3; ++t) { fx_err_acc_init(&acc[t]); fx_err_acc_init(&emu[t]); }
+    for (int t = 0; t < 3; ++t) {
+        fx_err_acc_init(&acc[t]);
+        fx_err_acc_init(&emu[t]);
+    }
     for (int gi = 0; gi < n; ++gi) {
         int flat = n == groups_total ? gi
-                   : gi == 0 ? 0 : gi == 1 ? groups_total - 1
-                   : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_BWD_GROUPS, (uint64_t)gi) %
-                           (uint64_t)groups_total);
+                   : gi == 0         ? 0
+                   : gi == 1         ? groups_total - 1
+                             : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_BWD_GROUPS, (uint64_t)gi) %
+                                     (uint64_t)groups_total);
         int b = flat / p->heads_kv, hk = flat % p->heads_kv;
         fx_ref_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, rq, rk, rv);
         fx_emu_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, eq, ek, ev);
@@ -437,7 +494,12 @@ static void check_backward(const fx_ctx *c, const fx_problem *p, const fx_case_h
                 fx_err_acc_add(&emu[2], ev[r], rv[r]);
             }
     }
-    free(rq); free(rk); free(rv); free(eq); free(ek); free(ev);
+    free(rq);
+    free(rk);
+    free(rv);
+    free(eq);
+    free(ek);
+    free(ev);
     out->pass = true;
     for (int t = 0; t < 3; ++t) {
         out->g[t] = fx_err_acc_result(&acc[t]);
@@ -466,8 +528,8 @@ static bool compare_prev(const char *what, const float *x, const float *prev, si
 }
 
 /* Nearest earlier stage whose capabilities cover p (DESIGN.md, "The previous-stage rule"). */
-static const fx_stage *find_prev(const fx_ctx *c, const fx_problem *p, bool backward,
-                                 char *why, size_t why_len)
+static const fx_stage *find_prev(const fx_ctx *c, const fx_problem *p, bool backward, char *why,
+                                 size_t why_len)
 {
     char tmp[256];
     why[0] = '\0';
@@ -521,17 +583,19 @@ static bool csv_row(const fx_ctx *c, const fx_problem *p, const char *dir, const
     char dev[256];
     snprintf(dev, sizeof dev, "%s", c->dev.name);
     for (char *ch = dev; *ch; ++ch)
-        if (*ch == ',') *ch = ' ';
+        if (*ch == ',')
+            *ch = ' ';
     const fx_stage *prev = bwd ? r->prev_bwd : r->prev;
     double eref = bwd ? r->err_ref_bwd : r->err_ref, eprev = bwd ? r->err_prev_bwd : r->err_prev;
-    fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%d,%d,%d,%d,%d,%d,%s,%d,%d,%.5f,%.5f,%.5f,%.2f,",
-            c->self->id, dir, dev, c->dev.sm_count, clock, FX_GIT_COMMIT, date, p->batch,
-            p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim,
-            fx_dtype_name(p->dtype), p->causal ? 1 : 0, t->repeats, t->median_ms, t->min_ms,
-            t->max_ms, tflops);
-    if (checked && eref >= 0 && (!bwd || r->checked_bwd)) fprintf(f, "%.3e", eref);
+    fprintf(f, "%s,%s,%s,%d,%d,%s,%s,%d,%d,%d,%d,%d,%d,%s,%d,%d,%.5f,%.5f,%.5f,%.2f,", c->self->id,
+            dir, dev, c->dev.sm_count, clock, FX_GIT_COMMIT, date, p->batch, p->seqlen_q,
+            p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim, fx_dtype_name(p->dtype),
+            p->causal ? 1 : 0, t->repeats, t->median_ms, t->min_ms, t->max_ms, tflops);
+    if (checked && eref >= 0 && (!bwd || r->checked_bwd))
+        fprintf(f, "%.3e", eref);
     fprintf(f, ",");
-    if (checked && prev && eprev >= 0) fprintf(f, "%.3e", eprev);
+    if (checked && prev && eprev >= 0)
+        fprintf(f, "%.3e", eprev);
     fprintf(f, ",%s,%s\n", prev ? prev->id : "", checked ? (r->pass ? "pass" : "fail") : "skipped");
     return fclose(f) == 0;
 }
@@ -634,7 +698,7 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         res->err_ref = fc.o.max_abs;
         pass &= fc.pass;
         size_t nan_all = count_nan(st.o_h, nq);
-        const size_t nan_lse = count_nan(st.lse_h, nl);  /* rows the reference did not sample */
+        const size_t nan_lse = count_nan(st.lse_h, nl); /* rows the reference did not sample */
         pass &= nan_all == 0 && nan_lse == 0;
         if (verbose) {
             char b1[160], b2[160];
@@ -664,8 +728,8 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
                 pass &= compare_prev("O", st.o_h, pv.o_h, nq, 2.0 * fc.o_bound, &res->err_prev,
                                      res->prev->id, verbose);
                 double lse_prev;
-                pass &= compare_prev("LSE", st.lse_h, pv.lse_h, nl, 2.0 * fc.lse_bound,
-                                     &lse_prev, res->prev->id, verbose);
+                pass &= compare_prev("LSE", st.lse_h, pv.lse_h, nl, 2.0 * fc.lse_bound, &lse_prev,
+                                     res->prev->id, verbose);
             }
         } else if (verbose) {
             printf("  prev: n/a (%s)\n", why);
@@ -678,13 +742,14 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         res->checked_bwd = bc.ran;
         pass &= bc.pass;
         for (int t = 0; t < 3 && bc.ran; ++t) {
-            if (bc.g[t].max_abs > res->err_ref_bwd) res->err_ref_bwd = bc.g[t].max_abs;
+            if (bc.g[t].max_abs > res->err_ref_bwd)
+                res->err_ref_bwd = bc.g[t].max_abs;
             if (verbose) {
                 char b1[160], b2[160];
                 fx_err_format(bc.g[t], b1, sizeof b1);
                 fx_err_format(bc.g_emu[t], b2, sizeof b2);
-                printf("  %-3s vs fp64 (%d groups): %s  bound %.2e  %s\n", grad_names[t],
-                       bc.groups, b1, bc.bound[t], bc.g_pass[t] ? "PASS" : "FAIL");
+                printf("  %-3s vs fp64 (%d groups): %s  bound %.2e  %s\n", grad_names[t], bc.groups,
+                       b1, bc.bound[t], bc.g_pass[t] ? "PASS" : "FAIL");
                 printf("      emulation in %s:    %s\n", fx_dtype_name(p->dtype), b2);
             }
         }
@@ -698,8 +763,8 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
             if (nan_all) {
                 pass = false;
                 if (verbose)
-                    printf("  %s has %zu NaN over all %zu elements: FAIL\n", grad_names[t],
-                           nan_all, counts[t]);
+                    printf("  %s has %zu NaN over all %zu elements: FAIL\n", grad_names[t], nan_all,
+                           counts[t]);
             }
         }
         res->prev_bwd = find_prev(c, p, true, why, sizeof why);
@@ -716,7 +781,8 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
                     double m;
                     pass &= compare_prev(grad_names[t], mine[t], theirs[t], counts[t],
                                          2.0 * bc.bound[t], &m, res->prev_bwd->id, verbose);
-                    if (m > res->err_prev_bwd) res->err_prev_bwd = m;
+                    if (m > res->err_prev_bwd)
+                        res->err_prev_bwd = m;
                 }
             } else {
                 /* No reference bound: hold the two stages to each other within
@@ -729,7 +795,8 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
                     double m;
                     pass &= compare_prev(grad_names[t], mine[t], theirs[t], counts[t], bound, &m,
                                          res->prev_bwd->id, verbose);
-                    if (m > res->err_prev_bwd) res->err_prev_bwd = m;
+                    if (m > res->err_prev_bwd)
+                        res->err_prev_bwd = m;
                 }
             }
         } else if (verbose) {
@@ -756,13 +823,14 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
         if (c->opt.csv && !csv_row(c, p, "fwd", &t, tf, clock, res, c->opt.check, false))
             csv_ok = false;
         if (backward) {
-            if (FX_CUDA(fx_time(launch_bwd, &r, 0, c->dev.l2_bytes, c->opt.warmup, c->opt.iters,
-                                &t)))
+            if (FX_CUDA(
+                    fx_time(launch_bwd, &r, 0, c->dev.l2_bytes, c->opt.warmup, c->opt.iters, &t)))
                 goto out;
             clock = fx_sm_clock_mhz(c->dev.ordinal);
             tf = fx_flops_backward(p) / (t.median_ms * 1e-3) / 1e12;
-            printf("  time bwd: %.3f ms (min %.3f, max %.3f, %d repeats)  %.1f TFLOP/s  SM %d MHz\n",
-                   t.median_ms, t.min_ms, t.max_ms, t.repeats, tf, clock);
+            printf(
+                "  time bwd: %.3f ms (min %.3f, max %.3f, %d repeats)  %.1f TFLOP/s  SM %d MHz\n",
+                t.median_ms, t.min_ms, t.max_ms, t.repeats, tf, clock);
             /* The backward row counts as checked when the reference or the previous
              * stage held it to a bound. */
             if (c->opt.csv && !csv_row(c, p, "bwd", &t, tf, clock, res,
@@ -774,8 +842,12 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
     if (verbose && c->opt.check)
         printf("  %s\n", pass ? "PASS" : "FAIL");
 out:
-    cudaFree(r.workspace); cudaFree(rp.workspace); cudaFree(rpb.workspace);
-    outputs_free(&st); outputs_free(&pv); outputs_free(&pvb);
+    cudaFree(r.workspace);
+    cudaFree(rp.workspace);
+    cudaFree(rpb.workspace);
+    outputs_free(&st);
+    outputs_free(&pv);
+    outputs_free(&pvb);
     inputs_free(&in);
     host_free(&h);
     /* A sticky error (an illegal address) poisons the context: report it as a failure. */
@@ -845,7 +917,11 @@ static int run_cpu_case(fx_ctx *c, const fx_problem *p, bool verbose)
             printf("  backward vs fp64: skipped (too large for the reference budget)\n");
     }
     printf("  %s\n", pass ? "PASS" : "FAIL");
-    free(st.o_h); free(st.lse_h); free(st.dq_h); free(st.dk_h); free(st.dv_h);
+    free(st.o_h);
+    free(st.lse_h);
+    free(st.dq_h);
+    free(st.dk_h);
+    free(st.dv_h);
     host_free(&h);
     return pass ? FX_EXIT_OK : FX_EXIT_FAIL;
 }
@@ -954,11 +1030,15 @@ static int run_matrix(fx_ctx *c)
                 const char *verdict = rc == 0 ? "PASS" : rc == FX_EXIT_NO_GPU ? "SKIP" : "FAIL";
                 printf("  %-4s %s%s  [%s]  O err %.2e", verdict, line,
                        c->opt.backward ? " +bwd" : "", sh->why, res.err_ref);
-                if (res.prev) printf(" (vs %s %.2e)", res.prev->id, res.err_prev);
-                if (c->opt.backward && res.checked_bwd) printf("  grad err %.2e", res.err_ref_bwd);
+                if (res.prev)
+                    printf(" (vs %s %.2e)", res.prev->id, res.err_prev);
+                if (c->opt.backward && res.checked_bwd)
+                    printf("  grad err %.2e", res.err_ref_bwd);
                 printf("\n");
-                if (rc == 0) ++passed;
-                else if (rc == FX_EXIT_NO_GPU) ++skipped;
+                if (rc == 0)
+                    ++passed;
+                else if (rc == FX_EXIT_NO_GPU)
+                    ++skipped;
                 else {
                     ++failed;
                     /* Re-run verbosely so the log says which tensor failed and by how much. */
@@ -1061,9 +1141,11 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         int runs = c.opt.fuzz ? c.opt.fuzz : 1, worst = 0;
         for (int i = 0; i < runs; ++i) {
             fx_problem p = c.opt.problem;
-            if (c.opt.fuzz) p.seed = fx_fresh_seed();
+            if (c.opt.fuzz)
+                p.seed = fx_fresh_seed();
             int rc = run_cpu_case(&c, &p, true);
-            if (rc > worst) worst = rc;
+            if (rc > worst)
+                worst = rc;
         }
         return worst;
     }
@@ -1113,12 +1195,14 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
     int runs = c.opt.fuzz ? c.opt.fuzz : 1, worst = 0;
     for (int i = 0; i < runs; ++i) {
         fx_problem p = c.opt.problem;
-        if (c.opt.fuzz) p.seed = fx_fresh_seed();
+        if (c.opt.fuzz)
+            p.seed = fx_fresh_seed();
         fx_case_result res;
         rc = run_case(&c, &p, true, &res);
         if (rc == FX_EXIT_USAGE)
             return rc;
-        if (rc > worst) worst = rc;
+        if (rc > worst)
+            worst = rc;
     }
     return worst;
 }

@@ -31,18 +31,18 @@ extern "C" {
 
 typedef struct fx_options {
     fx_problem problem;
-    bool check;      /* compare with the reference and the previous stage (default) */
-    bool bench;      /* time the stage (CUDA events, median) */
-    bool backward;   /* also run and check the backward */
-    bool matrix;     /* run the GPU test matrix generated from the capabilities */
-    bool cpu;        /* run the stage's CPU model instead of the GPU (no GPU needed) */
+    bool check;    /* compare with the reference and the previous stage (default) */
+    bool bench;    /* time the stage (CUDA events, median) */
+    bool backward; /* also run and check the backward */
+    bool matrix;   /* run the GPU test matrix generated from the capabilities */
+    bool cpu;      /* run the stage's CPU model instead of the GPU (no GPU needed) */
     bool help;
     bool seed_given;
-    int repeat;      /* > 1: run the stage this many times, outputs must be bitwise equal */
-    int fuzz;        /* > 0: this many checks, each on a fresh seed (printed) */
+    int repeat;        /* > 1: run the stage this many times, outputs must be bitwise equal */
+    int fuzz;          /* > 0: this many checks, each on a fresh seed (printed) */
     int warmup, iters; /* benchmark: untimed and timed calls */
-    int ref_slices;  /* (batch, head) slices the reference samples on large problems */
-    const char *csv; /* append result rows to this file */
+    int ref_slices;    /* (batch, head) slices the reference samples on large problems */
+    const char *csv;   /* append result rows to this file */
 } fx_options;
 
 /* Defaults: fx_problem_default(), no mode (fx_main then runs --check), warmup 3,
@@ -70,9 +70,9 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
  * dQ/dK/dV (bwd), empty when not checked; prev_stage is the stage compared with or
  * empty; check is pass, fail or skipped; date is UTC ISO 8601; sm_clock_mhz is read
  * through NVML right after the timed calls (0 when NVML is absent). */
-#define FX_CSV_HEADER \
-    "stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k," \
-    "heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops," \
+#define FX_CSV_HEADER                                                                              \
+    "stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"            \
+    "heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,"                      \
     "err_ref_max,err_prev_max,prev_stage,check"
 
 /* Runs the program; returns its exit code (0, 1, 2, 77). */

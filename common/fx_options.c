@@ -79,20 +79,41 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
     for (int a = 1; a < argc; ++a) {
         const char *opt = argv[a];
         /* Flags without a value. */
-        if (!strcmp(opt, "--check"))  { o->check = true; continue; }
-        if (!strcmp(opt, "--bench"))  { o->bench = true; continue; }
-        if (!strcmp(opt, "--bwd"))    { o->backward = true; continue; }
-        if (!strcmp(opt, "--matrix")) { o->matrix = true; continue; }
-        if (!strcmp(opt, "--cpu"))    { o->cpu = true; continue; }
-        if (!strcmp(opt, "--causal")) { p->causal = true; continue; }
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) { o->help = true; continue; }
+        if (!strcmp(opt, "--check")) {
+            o->check = true;
+            continue;
+        }
+        if (!strcmp(opt, "--bench")) {
+            o->bench = true;
+            continue;
+        }
+        if (!strcmp(opt, "--bwd")) {
+            o->backward = true;
+            continue;
+        }
+        if (!strcmp(opt, "--matrix")) {
+            o->matrix = true;
+            continue;
+        }
+        if (!strcmp(opt, "--cpu")) {
+            o->cpu = true;
+            continue;
+        }
+        if (!strcmp(opt, "--causal")) {
+            p->causal = true;
+            continue;
+        }
+        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
+            o->help = true;
+            continue;
+        }
 
         /* Options with a value. Sizes are parsed as positive ints: the element-count
          * check in fx_problem_validate catches products that overflow. */
         static const char *const with_value[] = {
-            "--batch", "--seqlen", "--seqlen-q", "--seqlen-k", "--heads", "--heads-q",
-            "--heads-kv", "--head-dim", "--dtype", "--dist", "--scale", "--seed", "--repeat",
-            "--fuzz", "--warmup", "--iters", "--ref-slices", "--csv"};
+            "--batch",    "--seqlen",   "--seqlen-q", "--seqlen-k", "--heads",      "--heads-q",
+            "--heads-kv", "--head-dim", "--dtype",    "--dist",     "--scale",      "--seed",
+            "--repeat",   "--fuzz",     "--warmup",   "--iters",    "--ref-slices", "--csv"};
         bool known = false;
         for (size_t w = 0; w < sizeof with_value / sizeof with_value[0]; ++w)
             known |= strcmp(opt, with_value[w]) == 0;
@@ -108,23 +129,29 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
         long long n = 0;
         int rc = 0;
         if (!strcmp(opt, "--batch")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->batch = (int)n;
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->batch = (int)n;
         } else if (!strcmp(opt, "--seqlen")) {
             if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
                 p->seqlen_q = p->seqlen_k = (int)n;
         } else if (!strcmp(opt, "--seqlen-q")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->seqlen_q = (int)n;
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->seqlen_q = (int)n;
         } else if (!strcmp(opt, "--seqlen-k")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->seqlen_k = (int)n;
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->seqlen_k = (int)n;
         } else if (!strcmp(opt, "--heads")) {
             if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
                 p->heads_q = p->heads_kv = (int)n;
         } else if (!strcmp(opt, "--heads-q")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->heads_q = (int)n;
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->heads_q = (int)n;
         } else if (!strcmp(opt, "--heads-kv")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->heads_kv = (int)n;
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->heads_kv = (int)n;
         } else if (!strcmp(opt, "--head-dim")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len))) p->head_dim = (int)n;
+            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
+                p->head_dim = (int)n;
         } else if (!strcmp(opt, "--dtype")) {
             if (fx_dtype_parse(val, &p->dtype) != 0) {
                 snprintf(why, why_len, "--dtype: '%s' is not one of bf16, fp16", val);
@@ -156,21 +183,25 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
             unsigned long long s = strtoull(digits, &end, hex ? 16 : 10);
             if (errno != 0 || end == digits || *end != '\0' ||
                 !(hex ? isxdigit((unsigned char)digits[0]) : isdigit((unsigned char)digits[0]))) {
-                snprintf(why, why_len, "--seed: '%s' is not an unsigned integer (decimal or 0x hex)",
-                         val);
+                snprintf(why, why_len,
+                         "--seed: '%s' is not an unsigned integer (decimal or 0x hex)", val);
                 rc = FX_EXIT_USAGE;
             } else {
                 p->seed = (uint64_t)s;
                 o->seed_given = true;
             }
         } else if (!strcmp(opt, "--repeat")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_REPEAT, &n, why, why_len))) o->repeat = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_REPEAT, &n, why, why_len)))
+                o->repeat = (int)n;
         } else if (!strcmp(opt, "--fuzz")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_FUZZ, &n, why, why_len))) o->fuzz = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_FUZZ, &n, why, why_len)))
+                o->fuzz = (int)n;
         } else if (!strcmp(opt, "--warmup")) {
-            if (!(rc = parse_int(opt, val, 0, FX_MAX_WARMUP, &n, why, why_len))) o->warmup = (int)n;
+            if (!(rc = parse_int(opt, val, 0, FX_MAX_WARMUP, &n, why, why_len)))
+                o->warmup = (int)n;
         } else if (!strcmp(opt, "--iters")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_ITERS, &n, why, why_len))) o->iters = (int)n;
+            if (!(rc = parse_int(opt, val, 1, FX_MAX_ITERS, &n, why, why_len)))
+                o->iters = (int)n;
         } else if (!strcmp(opt, "--ref-slices")) {
             if (!(rc = parse_int(opt, val, 1, FX_MAX_REF_SLICES_OPTION, &n, why, why_len)))
                 o->ref_slices = (int)n;
@@ -187,8 +218,9 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
     if (o->help)
         return 0;
     if (o->cpu && (o->bench || o->matrix || o->repeat > 1 || o->csv)) {
-        snprintf(why, why_len, "--cpu runs the CPU model and checks it: --bench, --matrix, "
-                               "--repeat and --csv need the GPU");
+        snprintf(why, why_len,
+                 "--cpu runs the CPU model and checks it: --bench, --matrix, "
+                 "--repeat and --csv need the GPU");
         return FX_EXIT_USAGE;
     }
     return fx_problem_validate(p, why, why_len);

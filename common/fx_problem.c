@@ -41,7 +41,10 @@ enum { FX_HEAD_DIM_MULTIPLE = 8, FX_HEAD_DIM_MAX = 256 };
 
 /* Product of sizes in double: exact below 2^53, and it cannot overflow the way an
  * integer product of four ints can, so the message shows the real count. */
-static double count3(int a, int b, int c) { return (double)a * (double)b * (double)c; }
+static double count3(int a, int b, int c)
+{
+    return (double)a * (double)b * (double)c;
+}
 
 static int refuse(char *why, size_t why_len, const char *msg)
 {
@@ -53,9 +56,12 @@ static int refuse(char *why, size_t why_len, const char *msg)
 int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
 {
     char msg[256];
-    const struct { const char *name; int value; } sizes[] = {
-        {"batch", p->batch},       {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k},
-        {"heads_q", p->heads_q},   {"heads_kv", p->heads_kv}, {"head_dim", p->head_dim},
+    const struct {
+        const char *name;
+        int value;
+    } sizes[] = {
+        {"batch", p->batch},     {"seqlen_q", p->seqlen_q}, {"seqlen_k", p->seqlen_k},
+        {"heads_q", p->heads_q}, {"heads_kv", p->heads_kv}, {"head_dim", p->head_dim},
     };
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         if (sizes[s].value <= 0) {
@@ -64,13 +70,13 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
         }
     }
     if (p->heads_q % p->heads_kv != 0) {
-        snprintf(msg, sizeof msg, "heads_q (%d) is not a multiple of heads_kv (%d)",
-                 p->heads_q, p->heads_kv);
+        snprintf(msg, sizeof msg, "heads_q (%d) is not a multiple of heads_kv (%d)", p->heads_q,
+                 p->heads_kv);
         return refuse(why, why_len, msg);
     }
     if (p->head_dim % FX_HEAD_DIM_MULTIPLE != 0 || p->head_dim > FX_HEAD_DIM_MAX) {
-        snprintf(msg, sizeof msg, "head_dim (%d) is not a multiple of %d in [%d, %d]",
-                 p->head_dim, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MAX);
+        snprintf(msg, sizeof msg, "head_dim (%d) is not a multiple of %d in [%d, %d]", p->head_dim,
+                 FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MAX);
         return refuse(why, why_len, msg);
     }
     if ((int)p->dtype < 0 || p->dtype >= FX_DTYPE_COUNT) {
@@ -83,7 +89,10 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
         return refuse(why, why_len, msg);
     }
 
-    const struct { const char *what; double count; } counts[] = {
+    const struct {
+        const char *what;
+        double count;
+    } counts[] = {
         {"Q/O (batch*seqlen_q*heads_q*head_dim)",
          count3(p->batch, p->seqlen_q, p->heads_q) * p->head_dim},
         {"K/V (batch*seqlen_k*heads_kv*head_dim)",
@@ -92,8 +101,7 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
     };
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         if (counts[c].count > FX_INDEX_LIMIT) {
-            snprintf(msg, sizeof msg,
-                     "%s has %.0f elements, more than the 32-bit index limit %.0f",
+            snprintf(msg, sizeof msg, "%s has %.0f elements, more than the 32-bit index limit %.0f",
                      counts[c].what, counts[c].count, FX_INDEX_LIMIT);
             return refuse(why, why_len, msg);
         }
@@ -246,8 +254,8 @@ void fx_problem_format(const fx_problem *p, char *buf, size_t len)
     double default_scale = 1.0 / sqrt((double)(p->head_dim > 0 ? p->head_dim : 1));
     if (p->softmax_scale > 0.0 && fabs(p->softmax_scale - default_scale) > 1e-12 * default_scale)
         snprintf(scale, sizeof scale, " scale=%.9g", p->softmax_scale);
-    snprintf(buf, len, "b=%d sq=%d sk=%d hq=%d hkv=%d d=%d %s %s %s%s seed=%llu",
-             p->batch, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim,
+    snprintf(buf, len, "b=%d sq=%d sk=%d hq=%d hkv=%d d=%d %s %s %s%s seed=%llu", p->batch,
+             p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim,
              fx_dtype_name(p->dtype), p->causal ? "causal" : "non-causal", fx_dist_name(p->dist),
              scale, (unsigned long long)p->seed);
 }

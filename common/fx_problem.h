@@ -21,11 +21,7 @@
 extern "C" {
 #endif
 
-typedef enum fx_dtype {
-    FX_BF16 = 0,
-    FX_FP16 = 1,
-    FX_DTYPE_COUNT
-} fx_dtype;
+typedef enum fx_dtype { FX_BF16 = 0, FX_FP16 = 1, FX_DTYPE_COUNT } fx_dtype;
 
 #define FX_DTYPE_BIT(dt) (1u << (unsigned)(dt))
 
@@ -96,10 +92,10 @@ double fx_flops_forward(const fx_problem *p);
 double fx_flops_backward(const fx_problem *p);
 
 const char *fx_dtype_name(fx_dtype dt);
-int fx_dtype_parse(const char *s, fx_dtype *out);   /* 0 ok, -1 unknown */
+int fx_dtype_parse(const char *s, fx_dtype *out); /* 0 ok, -1 unknown */
 size_t fx_dtype_bytes(fx_dtype dt);
 const char *fx_dist_name(fx_dist d);
-int fx_dist_parse(const char *s, fx_dist *out);     /* 0 ok, -1 unknown */
+int fx_dist_parse(const char *s, fx_dist *out); /* 0 ok, -1 unknown */
 
 /* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1"
  * ("non-causal" when not causal; " scale=F" before the seed only when softmax_scale is

@@ -89,8 +89,8 @@ static void axpy_f64(double *y, double alpha, const float *x, int n)
  * (same for V). Writes P_j into p_row[0 .. n_keys) and O into o_row[0 .. head_dim);
  * returns LSE, or −inf with O = 0 when the row sees no key. */
 static double ref_attend_row(const fx_problem *p, const float *q_row, const float *k_head,
-                             const float *v_head, int64_t kv_stride, int n_keys,
-                             double *p_row, double *o_row)
+                             const float *v_head, int64_t kv_stride, int n_keys, double *p_row,
+                             double *o_row)
 {
     const int D = p->head_dim;
     for (int d = 0; d < D; d++)
@@ -115,20 +115,20 @@ static double ref_attend_row(const fx_problem *p, const float *q_row, const floa
     return m + log(l);
 }
 
-void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
-                         int b, int h, int i0, int i1, double *o, double *lse)
+void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
+                         int h, int i0, int i1, double *o, double *lse)
 {
     const int D = p->head_dim;
     const int hk = h / (p->heads_q / p->heads_kv);
     const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
     const float *k_head = row_ptr(k, lkv, b, 0, hk), *v_head = row_ptr(v, lkv, b, 0, hk);
 
-    #pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int i = i0; i < i1; i++) {
         int n_keys = fx_keys_seen(p, i);
         double *p_row = xmalloc((size_t)n_keys * sizeof(double));
-        lse[i - i0] = ref_attend_row(p, row_ptr(q, lq, b, i, h), k_head, v_head,
-                                     lkv.row_stride, n_keys, p_row, o + (size_t)(i - i0) * D);
+        lse[i - i0] = ref_attend_row(p, row_ptr(q, lq, b, i, h), k_head, v_head, lkv.row_stride,
+                                     n_keys, p_row, o + (size_t)(i - i0) * D);
         free(p_row);
     }
 }
@@ -144,8 +144,8 @@ void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, 
     double *lse = xmalloc((size_t)G * sq * sizeof(double));   /* [G, seqlen_q] */
     double *D_row = xmalloc((size_t)G * sq * sizeof(double)); /* [G, seqlen_q]: dO_i·O_i */
 
-    /* Pass 1, one query row r = (g, i) at a time: P, O, LSE, D, then dQ_i. */
-    #pragma omp parallel for schedule(dynamic, 1)
+/* Pass 1, one query row r = (g, i) at a time: P, O, LSE, D, then dQ_i. */
+#pragma omp parallel for schedule(dynamic, 1)
     for (int r = 0; r < G * sq; r++) {
         const int g = r / sq, i = r % sq, h = hk * G + g;
         const float *q_row = row_ptr(q, lq, b, i, h), *do_row = row_ptr(dout, lq, b, i, h);
@@ -171,10 +171,10 @@ void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, 
         free(p_row);
     }
 
-    /* Pass 2, one key j at a time: dV_j and dK_j over every (g, i) that sees key j,
+/* Pass 2, one key j at a time: dV_j and dK_j over every (g, i) that sees key j,
      * with P_ij recomputed from the LSE of pass 1. Rows that see nothing (LSE = −inf)
      * see no key, so the mask test skips them before any exp. */
-    #pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int j = 0; j < sk; j++) {
         const float *k_row = k_head + j * lkv.row_stride, *v_row = v_head + j * lkv.row_stride;
         double *dk_row = dk + (size_t)j * D, *dv_row = dv + (size_t)j * D;
@@ -226,8 +226,8 @@ static void axpy_f32(float *y, float alpha, const float *x, int n)
         y[d] += alpha * x[d];
 }
 
-void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
-                         int b, int h, int i0, int i1, float *o, float *lse)
+void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
+                         int h, int i0, int i1, float *o, float *lse)
 {
     const int D = p->head_dim;
     const int hk = h / (p->heads_q / p->heads_kv);
@@ -235,7 +235,7 @@ void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, co
     const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
     const float *k_head = row_ptr(k, lkv, b, 0, hk), *v_head = row_ptr(v, lkv, b, 0, hk);
 
-    #pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1)
     for (int i = i0; i < i1; i++) {
         const float *q_row = row_ptr(q, lq, b, i, h);
         const int n_keys = fx_keys_seen(p, i);
@@ -295,8 +295,8 @@ void fx_emu_backward_group(const fx_problem *p, const float *q, const float *k, 
         fx_emu_forward_rows(p, q, k, v, b, hk * G + g, 0, sq, o + (size_t)g * sq * D,
                             lse + (size_t)g * sq);
 
-    /* Pass 1, per query row: D_i, then dQ_i from dS rounded to the dtype. */
-    #pragma omp parallel for schedule(dynamic, 1)
+/* Pass 1, per query row: D_i, then dQ_i from dS rounded to the dtype. */
+#pragma omp parallel for schedule(dynamic, 1)
     for (int r = 0; r < G * sq; r++) {
         const int g = r / sq, i = r % sq, h = hk * G + g;
         const float *q_row = row_ptr(q, lq, b, i, h), *do_row = row_ptr(dout, lq, b, i, h);
@@ -317,8 +317,8 @@ void fx_emu_backward_group(const fx_problem *p, const float *q, const float *k, 
         free(acc);
     }
 
-    /* Pass 2, per key: dV_j from P rounded to the dtype, dK_j from dS rounded to it. */
-    #pragma omp parallel for schedule(dynamic, 1)
+/* Pass 2, per key: dV_j from P rounded to the dtype, dK_j from dS rounded to it. */
+#pragma omp parallel for schedule(dynamic, 1)
     for (int j = 0; j < sk; j++) {
         const float *k_row = k_head + j * lkv.row_stride, *v_row = v_head + j * lkv.row_stride;
         float *acc_k = xmalloc(2 * (size_t)D * sizeof(float)), *acc_v = acc_k + D;

@@ -27,15 +27,15 @@ extern "C" {
 /* fp64 forward of query rows [i0, i1) of (batch b, query head h).
  * o: [(i1 - i0), head_dim] row-major; lse: [i1 - i0], natural log, -inf for a row
  * that sees no key (its O row is 0). */
-void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
-                         int b, int h, int i0, int i1, double *o, double *lse);
+void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
+                         int h, int i0, int i1, double *o, double *lse);
 
 /* The same rows as standard attention in p->dtype computes them (the baseline of
  * FlashAttention's tests): fp32 accumulation of S, fp32 softmax, the normalized P
  * rounded to p->dtype before PV, fp32 accumulation of O, O rounded to p->dtype.
  * LSE stays fp32. */
-void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v,
-                         int b, int h, int i0, int i1, float *o, float *lse);
+void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
+                         int h, int i0, int i1, float *o, float *lse);
 
 /* fp64 backward of one GQA group: batch b, kv head hk, and its G = heads_q/heads_kv
  * query heads hk·G .. hk·G + G-1.

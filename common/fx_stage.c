@@ -80,13 +80,11 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
              "  backward: %s\n  GPU:      sm_%d%s\n%s%s%s",
              dims, dtypes, c->causal ? "yes (bottom-right)" : "no", c->gqa ? "yes" : "no",
              c->backward ? (c->deterministic_backward ? "yes (deterministic)" : "yes") : "no",
-             c->sm90a_only ? 90 : c->min_sm,
-             c->sm90a_only ? "a (Hopper) only" : " or newer", c->limits ? "  limits:   " : "",
-             c->limits ? c->limits : "", c->limits ? "\n" : "");
+             c->sm90a_only ? 90 : c->min_sm, c->sm90a_only ? "a (Hopper) only" : " or newer",
+             c->limits ? "  limits:   " : "", c->limits ? c->limits : "", c->limits ? "\n" : "");
 }
 
-int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why,
-                              size_t why_len)
+int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why, size_t why_len)
 {
     if (p->heads_q <= FX_MAX_GRID_YZ && p->batch <= FX_MAX_GRID_YZ)
         return 0;
@@ -109,8 +107,10 @@ int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const
     }
     if (needed <= (size_t)smem_optin)
         return 0;
-    snprintf(why, why_len, "%s at head_dim %d keeps %s in shared memory: %zu bytes per block, "
-             "this GPU allows %d", stage_id, head_dim, what, needed, smem_optin);
+    snprintf(why, why_len,
+             "%s at head_dim %d keeps %s in shared memory: %zu bytes per block, "
+             "this GPU allows %d",
+             stage_id, head_dim, what, needed, smem_optin);
     return FX_EXIT_NO_GPU;
 }
 

@@ -27,24 +27,24 @@ typedef struct fx_caps {
     int n_head_dims;
     int head_dim_multiple;
     int head_dim_max;
-    unsigned dtypes;  /* FX_DTYPE_BIT(FX_BF16) | ... */
-    bool causal;      /* supports causal (bottom-right) masking */
-    bool gqa;         /* supports heads_q != heads_kv */
-    bool backward;    /* has a backward entry point */
+    unsigned dtypes;             /* FX_DTYPE_BIT(FX_BF16) | ... */
+    bool causal;                 /* supports causal (bottom-right) masking */
+    bool gqa;                    /* supports heads_q != heads_kv */
+    bool backward;               /* has a backward entry point */
     bool deterministic_backward; /* backward outputs are bitwise repeatable (no atomics) */
-    int min_sm;       /* minimum compute capability ×10 (80 = sm_80) */
-    bool sm90a_only;  /* built only for sm_90a: runs on compute capability 9.0 exactly */
-    const char *limits; /* other limits in words, printed by --help, or NULL */
+    int min_sm;                  /* minimum compute capability ×10 (80 = sm_80) */
+    bool sm90a_only;             /* built only for sm_90a: runs on compute capability 9.0 exactly */
+    const char *limits;          /* other limits in words, printed by --help, or NULL */
 } fx_caps;
 
 /* Device buffers of one forward call. Shapes and layouts: fx_problem.h. */
 typedef struct fx_fwd_args {
     const fx_problem *p;
-    const void *q, *k, *v;    /* dtype p->dtype */
-    void *o;                  /* dtype p->dtype */
-    float *lse;               /* [batch, heads_q, seqlen_q], natural log */
+    const void *q, *k, *v; /* dtype p->dtype */
+    void *o;               /* dtype p->dtype */
+    float *lse;            /* [batch, heads_q, seqlen_q], natural log */
     fx_layout q_layout, k_layout, v_layout, o_layout;
-    void *workspace;          /* >= stage->workspace_bytes(p, false) bytes, 256-byte aligned */
+    void *workspace; /* >= stage->workspace_bytes(p, false) bytes, 256-byte aligned */
     size_t workspace_bytes;
     cudaStream_t stream;
 } fx_fwd_args;
@@ -55,9 +55,9 @@ typedef struct fx_bwd_args {
     const fx_problem *p;
     const void *q, *k, *v, *o, *dout; /* dtype p->dtype; o and lse from this stage's forward */
     const float *lse;
-    void *dq, *dk, *dv;               /* dtype p->dtype */
+    void *dq, *dk, *dv; /* dtype p->dtype */
     fx_layout q_layout, k_layout, v_layout, o_layout;
-    void *workspace;                  /* >= stage->workspace_bytes(p, true) bytes */
+    void *workspace; /* >= stage->workspace_bytes(p, true) bytes */
     size_t workspace_bytes;
     cudaStream_t stream;
 } fx_bwd_args;
@@ -65,16 +65,16 @@ typedef struct fx_bwd_args {
 /* A CPU model of a stage's algorithm (plain C, fp32), on whole host tensors
  * in the contiguous layouts of fx_problem.h, inputs already rounded to p->dtype. */
 typedef struct fx_cpu_model {
-    void (*forward)(const fx_problem *p, const float *q, const float *k, const float *v,
-                    float *o, float *lse);
+    void (*forward)(const fx_problem *p, const float *q, const float *k, const float *v, float *o,
+                    float *lse);
     void (*backward)(const fx_problem *p, const float *q, const float *k, const float *v,
-                     const float *o, const float *lse, const float *dout,
-                     float *dq, float *dk, float *dv);   /* may be NULL */
+                     const float *o, const float *lse, const float *dout, float *dq, float *dk,
+                     float *dv); /* may be NULL */
 } fx_cpu_model;
 
 typedef struct fx_stage {
-    const char *id;       /* "02_flash1": the folder name */
-    const char *summary;  /* one line: what the stage adds */
+    const char *id;      /* "02_flash1": the folder name */
+    const char *summary; /* one line: what the stage adds */
     fx_caps caps;
     /* Device workspace the stage needs for p (0 if none). The harness allocates it once
      * and names the bytes if the allocation fails. May be NULL (no workspace). */
@@ -88,8 +88,8 @@ typedef struct fx_stage {
     int (*check_problem)(const fx_problem *p, bool backward, char *why, size_t why_len);
     /* Enqueue the forward on a->stream; return the launch error (cudaGetLastError). */
     cudaError_t (*forward)(const fx_fwd_args *a);
-    cudaError_t (*backward)(const fx_bwd_args *a);  /* NULL when !caps.backward */
-    const fx_cpu_model *cpu_model;                  /* NULL if the stage has none */
+    cudaError_t (*backward)(const fx_bwd_args *a); /* NULL when !caps.backward */
+    const fx_cpu_model *cpu_model;                 /* NULL if the stage has none */
 } fx_stage;
 
 /* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, backward if asked) and
@@ -97,16 +97,15 @@ typedef struct fx_stage {
  * FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g.
  * "stage 03_flash2: head_dim 80 is not supported (head_dim: 64/96/128/256)". The GPU's
  * architecture (min_sm, sm90a_only) is fx_device_open's check, not this one's. */
-int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward,
-                      char *why, size_t why_len);
+int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, char *why,
+                      size_t why_len);
 
 /* The grid of stages 03-08 is (query blocks, heads_q, batch), and gridDim.y and gridDim.z
  * stop at FX_MAX_GRID_YZ. Returns 0 when heads_q and batch fit, else 2 with the message
  * "<stage_id> runs one CTA per (query block, head, batch): heads_q (...) and batch (...)
  * must each be at most 65535 (gridDim.y/z)" in `why`. Needs no GPU. */
 #define FX_MAX_GRID_YZ 65535
-int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why,
-                              size_t why_len);
+int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why, size_t why_len);
 
 /* Returns FX_EXIT_NO_GPU (77, "no suitable GPU") with a message naming the bytes when one
  * block needs more dynamic shared memory (`needed` bytes, for `what` at this head_dim)

@@ -17,11 +17,9 @@
  * PFN_cuTensorMapEncodeTiled_v12000); asking for that version keeps any 12.x+ driver. */
 typedef CUresult (*fx_encode_tiled_fn)(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
                                        cuuint32_t tensorRank, void *globalAddress,
-                                       const cuuint64_t *globalDim,
-                                       const cuuint64_t *globalStrides, const cuuint32_t *boxDim,
-                                       const cuuint32_t *elementStrides,
-                                       CUtensorMapInterleave interleave,
-                                       CUtensorMapSwizzle swizzle,
+                                       const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                       const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
+                                       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
                                        CUtensorMapL2promotion l2Promotion,
                                        CUtensorMapFloatOOBfill oobFill);
 #define FX_TMA_ENCODE_VERSION 12000
@@ -38,9 +36,8 @@ static int fail(char *why, size_t len, int status, const char *fmt, ...)
     return status;
 }
 
-fx_tma_tiled fx_tma_tiled_qkv(const void *base, fx_dtype dtype, fx_layout l, int batch,
-                              int seqlen, int heads, int head_dim, uint32_t box_rows,
-                              uint32_t box_cols)
+fx_tma_tiled fx_tma_tiled_qkv(const void *base, fx_dtype dtype, fx_layout l, int batch, int seqlen,
+                              int heads, int head_dim, uint32_t box_rows, uint32_t box_cols)
 {
     const uint64_t esize = fx_dtype_bytes(dtype);
     fx_tma_tiled t = {0};
@@ -92,12 +89,12 @@ int fx_tma_validate(const fx_tma_tiled *t, char *why, size_t why_len)
         const uint64_t s = t->global_stride_bytes[i];
         if (s % FX_TMA_ALIGN_BYTES != 0)
             return fail(why, why_len, FX_TMA_BAD_ARGS,
-                        "global_stride_bytes[%d] (%" PRIu64 ") is not a multiple of %d bytes", i,
-                        s, FX_TMA_ALIGN_BYTES);
+                        "global_stride_bytes[%d] (%" PRIu64 ") is not a multiple of %d bytes", i, s,
+                        FX_TMA_ALIGN_BYTES);
         if (s == 0 || s >= (UINT64_C(1) << 40))
             return fail(why, why_len, FX_TMA_BAD_ARGS,
-                        "global_stride_bytes[%d] (%" PRIu64 ") is outside 16 .. 2^40 - 16 bytes",
-                        i, s);
+                        "global_stride_bytes[%d] (%" PRIu64 ") is outside 16 .. 2^40 - 16 bytes", i,
+                        s);
     }
     if (t->global_stride_bytes[0] < t->global_dim[0] * esize)
         return fail(why, why_len, FX_TMA_BAD_ARGS,
@@ -109,10 +106,10 @@ int fx_tma_validate(const fx_tma_tiled *t, char *why, size_t why_len)
     if (inner_bytes % FX_TMA_ALIGN_BYTES != 0)
         return fail(why, why_len, FX_TMA_BAD_ARGS,
                     "box_dim[0] (%" PRIu32 " elements = %" PRIu64 " bytes) is not a multiple of "
-                    "%d bytes", t->box_dim[0], inner_bytes, FX_TMA_ALIGN_BYTES);
+                    "%d bytes",
+                    t->box_dim[0], inner_bytes, FX_TMA_ALIGN_BYTES);
     switch (t->swizzle) {
-    case FX_TMA_SWIZZLE_NONE:
-        break;
+    case FX_TMA_SWIZZLE_NONE: break;
     case FX_TMA_SWIZZLE_32B:
     case FX_TMA_SWIZZLE_64B:
     case FX_TMA_SWIZZLE_128B:
@@ -120,19 +117,19 @@ int fx_tma_validate(const fx_tma_tiled *t, char *why, size_t why_len)
             return fail(why, why_len, FX_TMA_BAD_ARGS,
                         "box_dim[0] (%" PRIu32 " elements = %" PRIu64 " bytes) exceeds the "
                         "%d-byte swizzle span (%dB swizzle): split the row into boxes of at most "
-                        "%" PRIu64 " elements", t->box_dim[0], inner_bytes, (int)t->swizzle,
-                        (int)t->swizzle, (uint64_t)t->swizzle / esize);
+                        "%" PRIu64 " elements",
+                        t->box_dim[0], inner_bytes, (int)t->swizzle, (int)t->swizzle,
+                        (uint64_t)t->swizzle / esize);
         break;
     default:
-        return fail(why, why_len, FX_TMA_BAD_ARGS,
-                    "swizzle %d is not one of 0, 32, 64, 128 bytes", (int)t->swizzle);
+        return fail(why, why_len, FX_TMA_BAD_ARGS, "swizzle %d is not one of 0, 32, 64, 128 bytes",
+                    (int)t->swizzle);
     }
     switch (t->l2_promotion) {
     case FX_TMA_L2_NONE:
     case FX_TMA_L2_64B:
     case FX_TMA_L2_128B:
-    case FX_TMA_L2_256B:
-        break;
+    case FX_TMA_L2_256B: break;
     default:
         return fail(why, why_len, FX_TMA_BAD_ARGS,
                     "l2_promotion %d is not one of 0, 64, 128, 256 bytes", (int)t->l2_promotion);
@@ -148,12 +145,11 @@ static fx_encode_tiled_fn encode_tiled_entry(char *why, size_t why_len)
     fx_encode_tiled_fn fn = NULL;
     enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
-    cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&fn,
-                                                       FX_TMA_ENCODE_VERSION, cudaEnableDefault,
-                                                       &found);
+    cudaError_t err = cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", (void **)&fn, FX_TMA_ENCODE_VERSION, cudaEnableDefault, &found);
 #else
-    cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", (void **)&fn,
-                                              cudaEnableDefault, &found);
+    cudaError_t err =
+        cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", (void **)&fn, cudaEnableDefault, &found);
 #endif
     if (err != cudaSuccess) {
         (void)cudaGetLastError(); /* not sticky: leave no error behind for the caller */

@@ -40,16 +40,16 @@ extern "C" {
 #endif
 
 #define FX_TMA_MAX_RANK 5
-#define FX_TMA_MAX_BOX 256          /* elements per box dimension (driver limit)           */
-#define FX_TMA_ALIGN_BYTES 16       /* global address and strides (driver limit)           */
-#define FX_TMA_SWIZZLE128_SPAN 128  /* bytes: the inner box row limit with 128B swizzle    */
-#define FX_TMA_MAP_ALIGN_BYTES 64   /* the CUtensorMap itself (driver limit)               */
+#define FX_TMA_MAX_BOX 256         /* elements per box dimension (driver limit)           */
+#define FX_TMA_ALIGN_BYTES 16      /* global address and strides (driver limit)           */
+#define FX_TMA_SWIZZLE128_SPAN 128 /* bytes: the inner box row limit with 128B swizzle    */
+#define FX_TMA_MAP_ALIGN_BYTES 64  /* the CUtensorMap itself (driver limit)               */
 
 typedef enum fx_tma_status {
     FX_TMA_OK = 0,
-    FX_TMA_BAD_ARGS = 1,     /* the request breaks a limit; `why` names it               */
-    FX_TMA_NO_DRIVER = 2,    /* no CUDA driver, or one without cuTensorMapEncodeTiled    */
-    FX_TMA_DRIVER_ERROR = 3  /* cuTensorMapEncodeTiled refused; `why` has its CUresult   */
+    FX_TMA_BAD_ARGS = 1,    /* the request breaks a limit; `why` names it               */
+    FX_TMA_NO_DRIVER = 2,   /* no CUDA driver, or one without cuTensorMapEncodeTiled    */
+    FX_TMA_DRIVER_ERROR = 3 /* cuTensorMapEncodeTiled refused; `why` has its CUresult   */
 } fx_tma_status;
 
 typedef enum fx_tma_swizzle {
@@ -69,12 +69,12 @@ typedef enum fx_tma_l2_promotion {
 /* A tiled tensor map request. Interleave is always none and out-of-bounds elements are
  * filled with zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE): a box past seqlen loads zeros. */
 typedef struct fx_tma_tiled {
-    fx_dtype dtype;                          /* FX_BF16 or FX_FP16 (2-byte elements)     */
-    int rank;                                /* 2 .. 5                                   */
-    const void *global_address;              /* device pointer, 16-byte aligned          */
-    uint64_t global_dim[FX_TMA_MAX_RANK];    /* elements                                 */
+    fx_dtype dtype;                       /* FX_BF16 or FX_FP16 (2-byte elements)     */
+    int rank;                             /* 2 .. 5                                   */
+    const void *global_address;           /* device pointer, 16-byte aligned          */
+    uint64_t global_dim[FX_TMA_MAX_RANK]; /* elements                                 */
     uint64_t global_stride_bytes[FX_TMA_MAX_RANK - 1]; /* bytes, of dimensions 1..rank-1 */
-    uint32_t box_dim[FX_TMA_MAX_RANK];       /* elements                                 */
+    uint32_t box_dim[FX_TMA_MAX_RANK]; /* elements                                 */
     fx_tma_swizzle swizzle;
     fx_tma_l2_promotion l2_promotion;
 } fx_tma_tiled;
@@ -83,9 +83,8 @@ typedef struct fx_tma_tiled {
  * (fx_layout_q / fx_layout_kv): dims {head_dim, heads, seqlen, batch}, strides in bytes
  * {head_stride, row_stride, batch_stride} × element size, box {box_cols, 1, box_rows, 1},
  * 128B swizzle, L2 promotion 256B. No checks here: fx_tma_validate does them. */
-fx_tma_tiled fx_tma_tiled_qkv(const void *base, fx_dtype dtype, fx_layout l, int batch,
-                              int seqlen, int heads, int head_dim, uint32_t box_rows,
-                              uint32_t box_cols);
+fx_tma_tiled fx_tma_tiled_qkv(const void *base, fx_dtype dtype, fx_layout l, int batch, int seqlen,
+                              int heads, int head_dim, uint32_t box_rows, uint32_t box_cols);
 
 /* Checks the request against the driver's contract without calling it. Returns FX_TMA_OK,
  * or FX_TMA_BAD_ARGS with a message naming the limit in `why`, e.g.

@@ -28,7 +28,7 @@
 #define FX_PTX_HOPPER_CUH
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#error "common/ptx/hopper.cuh needs sm_90 or later (TMA, mbarrier try_wait, wgmma): build the Hopper stages with -gencode=arch=compute_90a,code=sm_90a"
+#error "hopper.cuh needs sm_90 or later: build with -gencode=arch=compute_90a,code=sm_90a"
 #endif
 
 #include <stdint.h>
@@ -63,7 +63,7 @@
  * barrier before any other thread or a TMA uses it. */
 static __device__ __forceinline__ void fx_mbarrier_init(uint32_t bar, uint32_t count)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 
 /* fence.mbarrier_init.release.cluster;   (§9.7.13.4 "membar / fence"; stage 04)
@@ -83,8 +83,8 @@ static __device__ __forceinline__ void fx_fence_mbarrier_init(void)
  * will deliver to this phase (the sum of the boxes' sizes), then arrives. bytes < 2^20. */
 static __device__ __forceinline__ void fx_mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes)
 {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                 :: "r"(bar), "r"(bytes) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
 }
 
 /* mbarrier.arrive.shared::cta.b64 _, [bar];   (§9.7.13.15.13; stage 04)
@@ -92,7 +92,7 @@ static __device__ __forceinline__ void fx_mbarrier_arrive_expect_tx(uint32_t bar
  * producer that it is done reading a buffer (the "empty" barrier of a pipeline stage). */
 static __device__ __forceinline__ void fx_mbarrier_arrive(uint32_t bar)
 {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
 /* mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity;   (§9.7.13.15.16; stage 04)
@@ -108,7 +108,9 @@ static __device__ __forceinline__ bool fx_mbarrier_try_wait_parity(uint32_t bar,
                  "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
                  "  selp.u32 %0, 1, 0, p;\n"
                  "}\n"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
     return done != 0;
 }
 
@@ -134,8 +136,8 @@ static __device__ __forceinline__ void fx_mbarrier_wait_named(uint32_t bar, uint
         if (clock64() - start > FX_HANG_BUDGET_CYCLES) {
             printf("fx_mbarrier_wait: hang: mbarrier %s[%d] at smem 0x%x never completed the "
                    "phase with parity %u; block (%d,%d,%d) thread %d\n",
-                   name ? name : "(unnamed)", index, bar, parity, (int)blockIdx.x,
-                   (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x);
+                   name ? name : "(unnamed)", index, bar, parity, (int)blockIdx.x, (int)blockIdx.y,
+                   (int)blockIdx.z, (int)threadIdx.x);
             __trap();
         }
     }
@@ -192,8 +194,8 @@ static __device__ __forceinline__ void fx_tma_load_2d(uint32_t dst, const CUtens
                                                       uint32_t bar, int32_t c0, int32_t c1)
 {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4}], [%2];\n"
-                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
+                 " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1)
                  : "memory");
 }
 
@@ -203,8 +205,8 @@ static __device__ __forceinline__ void fx_tma_load_3d(uint32_t dst, const CUtens
                                                       int32_t c2)
 {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5}], [%2];\n"
-                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
                  : "memory");
 }
 
@@ -215,9 +217,8 @@ static __device__ __forceinline__ void fx_tma_load_4d(uint32_t dst, const CUtens
                                                       int32_t c2, int32_t c3)
 {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
-                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2),
-                    "r"(c3)
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
 
@@ -231,13 +232,12 @@ static __device__ __forceinline__ void fx_tma_load_4d(uint32_t dst, const CUtens
 static __device__ __forceinline__ void fx_tma_load_4d_multicast(uint32_t dst,
                                                                 const CUtensorMap *map,
                                                                 uint32_t bar, uint16_t cta_mask,
-                                                                int32_t c0, int32_t c1,
-                                                                int32_t c2, int32_t c3)
+                                                                int32_t c0, int32_t c1, int32_t c2,
+                                                                int32_t c3)
 {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 ".multicast::cluster [%0], [%1, {%4, %5, %6, %7}], [%2], %3;\n"
-                 :: "r"(dst), "l"((uint64_t)map), "r"(bar), "h"(cta_mask), "r"(c0), "r"(c1),
-                    "r"(c2), "r"(c3)
+                 ".multicast::cluster [%0], [%1, {%4, %5, %6, %7}], [%2], %3;\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(bar), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
 
@@ -251,8 +251,11 @@ static __device__ __forceinline__ void fx_tma_load_4d_multicast(uint32_t dst,
 static __device__ __forceinline__ void fx_tma_store_2d(const CUtensorMap *map, uint32_t src,
                                                        int32_t c0, int32_t c1)
 {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
-                 :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+            (uint64_t)map),
+        "r"(src), "r"(c0), "r"(c1)
+        : "memory");
 }
 
 /* The same, 3D.   (no stage yet) */
@@ -260,8 +263,9 @@ static __device__ __forceinline__ void fx_tma_store_3d(const CUtensorMap *map, u
                                                        int32_t c0, int32_t c1, int32_t c2)
 {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
-                 " [%0, {%2, %3, %4}], [%1];\n"
-                 :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+                 " [%0, {%2, %3, %4}], [%1];\n" ::"l"((uint64_t)map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
 }
 
 /* The same, 4D (O as [batch, seqlen_q, heads_q, head_dim]).   (stages 04 and 08) */
@@ -270,8 +274,8 @@ static __device__ __forceinline__ void fx_tma_store_4d(const CUtensorMap *map, u
                                                        int32_t c3)
 {
     asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
-                 " [%0, {%2, %3, %4, %5}], [%1];\n"
-                 :: "l"((uint64_t)map), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"((uint64_t)map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
 
@@ -288,7 +292,7 @@ static __device__ __forceinline__ void fx_tma_store_commit(void)
 template <int N>
 static __device__ __forceinline__ void fx_tma_store_wait_read(void)
 {
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
 /* cp.async.bulk.wait_group N;   (§9.7.9.25.6.2; no stage yet)
@@ -297,7 +301,7 @@ static __device__ __forceinline__ void fx_tma_store_wait_read(void)
 template <int N>
 static __device__ __forceinline__ void fx_tma_store_wait(void)
 {
-    asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(N) : "memory");
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* =================================================================================
@@ -315,7 +319,7 @@ static __device__ __forceinline__ void fx_tma_store_wait(void)
  * before it are visible to the participants after it. */
 static __device__ __forceinline__ void fx_named_barrier_sync(uint32_t id, uint32_t num_threads)
 {
-    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(num_threads) : "memory");
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
 }
 
 /* bar.arrive id, num_threads;   (§9.7.13.1; the pingpong of stage 07)
@@ -323,7 +327,7 @@ static __device__ __forceinline__ void fx_named_barrier_sync(uint32_t id, uint32
  * side calls fx_named_barrier_sync with the same id and count (the count includes both). */
 static __device__ __forceinline__ void fx_named_barrier_arrive(uint32_t id, uint32_t num_threads)
 {
-    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(num_threads) : "memory");
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
 }
 
 /* elect.sync _|p, 0xffffffff;   (§9.7.13.14; stage 06)
@@ -385,7 +389,7 @@ template <int N>
 static __device__ __forceinline__ void fx_wgmma_wait(void)
 {
     static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes an immediate N in 0..7");
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 /* Not an instruction: tells the compiler that the accumulator registers may change behind
@@ -398,7 +402,7 @@ static __device__ __forceinline__ void fx_wgmma_fence_operand(float (&d)[N])
 {
 #pragma unroll
     for (int i = 0; i < N; ++i)
-        asm volatile("" : "+f"(d[i]) :: "memory");
+        asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* The wgmma.mma_async wrappers themselves are generated (common/ptx/wgmma_ops.cuh, by
@@ -454,7 +458,7 @@ static __device__ __forceinline__ void fx_setmaxnreg_inc(void)
 {
     static_assert(N % 8 == 0 && N >= 24 && N <= 256,
                   "setmaxnreg takes a register count that is a multiple of 8 in 24..256");
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
 /* setmaxnreg.dec.sync.aligned.u32 N;   (stage 06)
@@ -465,7 +469,7 @@ static __device__ __forceinline__ void fx_setmaxnreg_dec(void)
 {
     static_assert(N % 8 == 0 && N >= 24 && N <= 256,
                   "setmaxnreg takes a register count that is a multiple of 8 in 24..256");
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
 #else /* a device pass for sm_90 without the 'a' features */
@@ -475,10 +479,14 @@ static __device__ __forceinline__ void fx_setmaxnreg_dec(void)
  * A call to any of these names lands here, on a deleted declaration. */
 static __device__ void fx_wgmma_fence(void) = delete;
 static __device__ void fx_wgmma_commit(void) = delete;
-template <int N> static __device__ void fx_wgmma_wait(void) = delete;
-template <int N> static __device__ void fx_wgmma_fence_operand(float (&d)[N]) = delete;
-template <int N> static __device__ void fx_setmaxnreg_inc(void) = delete;
-template <int N> static __device__ void fx_setmaxnreg_dec(void) = delete;
+template <int N>
+static __device__ void fx_wgmma_wait(void) = delete;
+template <int N>
+static __device__ void fx_wgmma_fence_operand(float (&d)[N]) = delete;
+template <int N>
+static __device__ void fx_setmaxnreg_inc(void) = delete;
+template <int N>
+static __device__ void fx_setmaxnreg_dec(void) = delete;
 
 #endif /* FX_PTX_HAS_SM90A */
 

@@ -41,8 +41,9 @@ static __device__ __forceinline__ uint32_t fx_smem_addr(const void *p)
 static __device__ __forceinline__ void fx_cp_async_cg_16(uint32_t dst, const void *src, bool valid)
 {
     const int src_size = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src), "r"(src_size) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_size)
+                 : "memory");
 }
 
 /* cp.async.commit_group; — closes the group of this thread's cp.async issued since the
@@ -58,7 +59,7 @@ static __device__ __forceinline__ void fx_cp_async_commit(void)
 template <int N>
 static __device__ __forceinline__ void fx_cp_async_wait(void)
 {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* ---------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ static __device__ __forceinline__ void fx_ldmatrix_x4_trans(uint32_t r[4], uint3
  * ------------------------------------------------------------------------------ */
 
 static __device__ __forceinline__ void fx_mma_m16n8k16_bf16(float d[4], const uint32_t a[4],
-                                                           uint32_t b0, uint32_t b1)
+                                                            uint32_t b0, uint32_t b1)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -115,7 +116,7 @@ static __device__ __forceinline__ void fx_mma_m16n8k16_bf16(float d[4], const ui
 }
 
 static __device__ __forceinline__ void fx_mma_m16n8k16_fp16(float d[4], const uint32_t a[4],
-                                                           uint32_t b0, uint32_t b1)
+                                                            uint32_t b0, uint32_t b1)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
@@ -166,7 +167,7 @@ static __device__ __forceinline__ uint32_t fx_pack_f16x2(float lo, float hi)
  * thread does not wait for the L2 round trip. */
 static __device__ __forceinline__ void fx_red_add_f32(float *addr, float x)
 {
-    asm volatile("red.global.add.f32 [%0], %1;\n" :: "l"(addr), "f"(x) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr), "f"(x) : "memory");
 }
 
 /* red.global.add.v2.f32 [addr], {x, y};  addr[0] += x and addr[1] += y, each atomic, one
@@ -177,8 +178,7 @@ static __device__ __forceinline__ void fx_red_add_f32(float *addr, float x)
 static __device__ __forceinline__ void fx_red_add_f32x2(float *addr, float x, float y)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" :: "l"(addr), "f"(x), "f"(y)
-                 : "memory");
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(x), "f"(y) : "memory");
 #else
     fx_red_add_f32(addr, x);
     fx_red_add_f32(addr + 1, y);

@@ -69,11 +69,9 @@ static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_make(uint32_t smem_addr, uint32
                                                       uint32_t sbo_bytes, uint32_t base_offset,
                                                       uint32_t layout)
 {
-    return fx_wgmma_desc_encode14(smem_addr)
-         | fx_wgmma_desc_encode14(lbo_bytes) << 16
-         | fx_wgmma_desc_encode14(sbo_bytes) << 32
-         | (uint64_t)(base_offset & 0x7u) << 49
-         | (uint64_t)(layout & 0x3u) << 62;
+    return fx_wgmma_desc_encode14(smem_addr) | fx_wgmma_desc_encode14(lbo_bytes) << 16 |
+           fx_wgmma_desc_encode14(sbo_bytes) << 32 | (uint64_t)(base_offset & 0x7u) << 49 |
+           (uint64_t)(layout & 0x3u) << 62;
 }
 
 /* The fields of a descriptor as stored (addresses and offsets in 16-byte units). */
@@ -118,7 +116,8 @@ static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_k_sw128(uint32_t smem_addr)
  *         Only read when the instruction's N (or M) exceeds 64.
  * Canonical layout in 16-byte units: ((8,n),(8,k)):((1,LBO),(8,SBO)) (ISA "Canonical
  * Layouts"; CUTLASS make_gmma_desc<Major::MN> sets the same two strides). */
-static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_mn_sw128(uint32_t smem_addr, uint32_t mn_slab_bytes)
+static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_mn_sw128(uint32_t smem_addr,
+                                                          uint32_t mn_slab_bytes)
 {
     return fx_wgmma_desc_make(smem_addr, mn_slab_bytes, FX_SWIZZLE128_ATOM_BYTES, 0u,
                               FX_WGMMA_SWIZZLE_128B);

@@ -86,16 +86,25 @@ static_assert(sizeof(GemmSmem) <= 48 * 1024, "static shared memory stops at 48 K
  * Device helpers
  * ------------------------------------------------------------------------------ */
 
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x)
+{
+    return __bfloat162float(x);
+}
+__device__ __forceinline__ float to_float(__half x)
+{
+    return __half2float(x);
+}
 
 // Round to nearest even, as the CPU emulation (fx_reference.h) rounds.
-template <typename T> __device__ T from_float(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x)
+template <typename T>
+__device__ T from_float(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x)
 {
     return __float2bfloat16_rn(x);
 }
-template <> __device__ __forceinline__ __half from_float<__half>(float x)
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x)
 {
     return __float2half_rn(x);
 }
@@ -119,8 +128,8 @@ struct Operand {
 // Neighbouring threads (threadIdx.x) take neighbouring addresses: along a row when
 // the columns are contiguous, down a column otherwise (then the rows are).
 template <typename T>
-__device__ void load_tile(float (*tile)[kTile + kTilePad], Operand<T> X, int rows, int cols,
-                          int r0, int c0)
+__device__ void load_tile(float (*tile)[kTile + kTilePad], Operand<T> X, int rows, int cols, int r0,
+                          int c0)
 {
     const bool along_row = X.col_stride == 1;
     const int r = along_row ? threadIdx.y : threadIdx.x;
@@ -136,8 +145,8 @@ __device__ void load_tile(float (*tile)[kTile + kTilePad], Operand<T> X, int row
 // memory. Every thread of the block must call it (it synchronizes), also a thread
 // whose output lies outside [M, N].
 template <typename T>
-__device__ float tile_gemm(float acc, Operand<T> A, Operand<T> B, int M, int N, int K,
-                           int m0, int n0)
+__device__ float tile_gemm(float acc, Operand<T> A, Operand<T> B, int M, int N, int K, int m0,
+                           int n0)
 {
     __shared__ GemmSmem smem;
     for (int k0 = 0; k0 < K; k0 += kTile) {
@@ -201,8 +210,8 @@ __device__ __forceinline__ int64_t score_row(const fx_problem &p, int64_t slice,
 // (j > i + seqlen_k − seqlen_q), so that exp() turns them into P = 0. Algorithm 0, line 1.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-scores_kernel(const T *Q, const T *K, float *S, fx_layout q_layout, fx_layout k_layout,
-              fx_problem p)
+    scores_kernel(const T *Q, const T *K, float *S, fx_layout q_layout, fx_layout k_layout,
+                  fx_problem p)
 {
     const TileCoord t = tile_coord(p.seqlen_q, p.seqlen_k);
     const int b = t.slice / p.heads_q, h = t.slice % p.heads_q;
@@ -210,8 +219,8 @@ scores_kernel(const T *Q, const T *K, float *S, fx_layout q_layout, fx_layout k_
     const Operand<T> Q_h = {Q + b * q_layout.batch_stride + h * q_layout.head_stride,
                             q_layout.row_stride, 1};
     // Kᵀ [head_dim, seqlen_k]: K's rows read as columns.
-    const Operand<T> K_hT = {K + b * k_layout.batch_stride + h_kv * k_layout.head_stride,
-                             1, k_layout.row_stride};
+    const Operand<T> K_hT = {K + b * k_layout.batch_stride + h_kv * k_layout.head_stride, 1,
+                             k_layout.row_stride};
     const float acc = tile_gemm(0.0f, Q_h, K_hT, p.seqlen_q, p.seqlen_k, p.head_dim, t.m0, t.n0);
 
     const int i = t.m0 + threadIdx.y, j = t.n0 + threadIdx.x;
@@ -228,8 +237,8 @@ scores_kernel(const T *Q, const T *K, float *S, fx_layout q_layout, fx_layout k_
 // LSE = m + log l. A row that sees no key (all −inf) writes P = 0 and LSE = −inf instead
 // of the NaN that exp(−inf − (−inf)) would give. Algorithm 0, line 2.
 template <typename T>
-__global__ void __launch_bounds__(kRowsPerBlock * kWarpSize)
-softmax_kernel(const float *S, T *P, float *LSE, int64_t rows, int seqlen_k)
+__global__ void __launch_bounds__(kRowsPerBlock *kWarpSize)
+    softmax_kernel(const float *S, T *P, float *LSE, int64_t rows, int seqlen_k)
 {
     const int lane = threadIdx.x % kWarpSize;
     const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / kWarpSize;
@@ -268,7 +277,8 @@ softmax_kernel(const float *S, T *P, float *LSE, int64_t rows, int seqlen_k)
 // the dtype by o_layout, rounded once. A row that sees no key gets O = 0. Algorithm 0, line 3.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-output_kernel(const T *P, const T *V, T *O, fx_layout v_layout, fx_layout o_layout, fx_problem p)
+    output_kernel(const T *P, const T *V, T *O, fx_layout v_layout, fx_layout o_layout,
+                  fx_problem p)
 {
     const TileCoord t = tile_coord(p.seqlen_q, p.head_dim);
     const int b = t.slice / p.heads_q, h = t.slice % p.heads_q;
@@ -280,8 +290,8 @@ output_kernel(const T *P, const T *V, T *O, fx_layout v_layout, fx_layout o_layo
 
     const int i = t.m0 + threadIdx.y, d = t.n0 + threadIdx.x;
     if (i < p.seqlen_q && d < p.head_dim)
-        O[b * o_layout.batch_stride + (int64_t)i * o_layout.row_stride + h * o_layout.head_stride + d] =
-            from_float<T>(acc);
+        O[b * o_layout.batch_stride + (int64_t)i * o_layout.row_stride + h * o_layout.head_stride +
+          d] = from_float<T>(acc);
 }
 
 /* ---------------------------------------------------------------------------------
@@ -302,7 +312,7 @@ __device__ __forceinline__ float prob_from_lse(float S, float LSE)
 // the operand of dV = Pᵀ·dO. Masked entries (S = −inf) give P = 0.
 template <typename T>
 __global__ void __launch_bounds__(kElementwiseThreads)
-bwd_probs_kernel(const float *S, const float *LSE, T *P, int64_t n, int seqlen_k)
+    bwd_probs_kernel(const float *S, const float *LSE, T *P, int64_t n, int seqlen_k)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride)
@@ -317,7 +327,7 @@ bwd_probs_kernel(const float *S, const float *LSE, T *P, int64_t n, int seqlen_k
 // no key has O = 0, so D = 0.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-bwd_dot_do_o_kernel(const T *dO, const T *O, float *D, fx_layout o_layout, fx_problem p)
+    bwd_dot_do_o_kernel(const T *dO, const T *O, float *D, fx_layout o_layout, fx_problem p)
 {
     const int64_t row = (int64_t)blockIdx.x * kRowThreads + threadIdx.x;
     const int64_t rows = (int64_t)p.batch * p.heads_q * p.seqlen_q;
@@ -342,7 +352,8 @@ bwd_dot_do_o_kernel(const T *dO, const T *O, float *D, fx_layout o_layout, fx_pr
 // o_layout; writes dV in the dtype by v_layout.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-bwd_dv_kernel(const T *P, const T *dO, T *dV, fx_layout o_layout, fx_layout v_layout, fx_problem p)
+    bwd_dv_kernel(const T *P, const T *dO, T *dV, fx_layout o_layout, fx_layout v_layout,
+                  fx_problem p)
 {
     const TileCoord t = tile_coord(p.seqlen_k, p.head_dim);
     const int b = t.slice / p.heads_kv, h_kv = t.slice % p.heads_kv;
@@ -358,8 +369,8 @@ bwd_dv_kernel(const T *P, const T *dO, T *dV, fx_layout o_layout, fx_layout v_la
     }
     const int j = t.m0 + threadIdx.y, d = t.n0 + threadIdx.x;
     if (j < p.seqlen_k && d < p.head_dim)
-        dV[b * v_layout.batch_stride + (int64_t)j * v_layout.row_stride + h_kv * v_layout.head_stride + d] =
-            from_float<T>(acc);
+        dV[b * v_layout.batch_stride + (int64_t)j * v_layout.row_stride +
+           h_kv * v_layout.head_stride + d] = from_float<T>(acc);
 }
 
 // dP = dO·Vᵀ, fp32 [batch, heads_q, seqlen_q, seqlen_k]. One block per 16×16 tile of one
@@ -367,7 +378,8 @@ bwd_dv_kernel(const T *P, const T *dO, T *dV, fx_layout o_layout, fx_layout v_la
 // computed too: dS multiplies them by P = 0.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-bwd_dp_kernel(const T *dO, const T *V, float *dP, fx_layout o_layout, fx_layout v_layout, fx_problem p)
+    bwd_dp_kernel(const T *dO, const T *V, float *dP, fx_layout o_layout, fx_layout v_layout,
+                  fx_problem p)
 {
     const TileCoord t = tile_coord(p.seqlen_q, p.seqlen_k);
     const int b = t.slice / p.heads_q, h = t.slice % p.heads_q;
@@ -375,8 +387,8 @@ bwd_dp_kernel(const T *dO, const T *V, float *dP, fx_layout o_layout, fx_layout 
     const Operand<T> dO_h = {dO + b * o_layout.batch_stride + h * o_layout.head_stride,
                              o_layout.row_stride, 1};
     // Vᵀ [head_dim, seqlen_k]: V's rows read as columns.
-    const Operand<T> V_hT = {V + b * v_layout.batch_stride + h_kv * v_layout.head_stride,
-                             1, v_layout.row_stride};
+    const Operand<T> V_hT = {V + b * v_layout.batch_stride + h_kv * v_layout.head_stride, 1,
+                             v_layout.row_stride};
     const float acc = tile_gemm(0.0f, dO_h, V_hT, p.seqlen_q, p.seqlen_k, p.head_dim, t.m0, t.n0);
 
     const int i = t.m0 + threadIdx.y, j = t.n0 + threadIdx.x;
@@ -391,8 +403,8 @@ bwd_dp_kernel(const T *dO, const T *V, float *dP, fx_layout o_layout, fx_layout 
 // dS in the dtype. P = 0 (masked, or a row that sees no key) gives dS = 0.
 template <typename T>
 __global__ void __launch_bounds__(kElementwiseThreads)
-bwd_ds_kernel(const float *S, const float *LSE, const float *dP, const float *D, T *dS,
-              int64_t n, int seqlen_k)
+    bwd_ds_kernel(const float *S, const float *LSE, const float *dP, const float *D, T *dS,
+                  int64_t n, int seqlen_k)
 {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += stride) {
@@ -406,7 +418,8 @@ bwd_ds_kernel(const float *S, const float *LSE, const float *dP, const float *D,
 // by q_layout.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-bwd_dq_kernel(const T *dS, const T *K, T *dQ, fx_layout q_layout, fx_layout k_layout, fx_problem p)
+    bwd_dq_kernel(const T *dS, const T *K, T *dQ, fx_layout q_layout, fx_layout k_layout,
+                  fx_problem p)
 {
     const TileCoord t = tile_coord(p.seqlen_q, p.head_dim);
     const int b = t.slice / p.heads_q, h = t.slice % p.heads_q;
@@ -418,8 +431,8 @@ bwd_dq_kernel(const T *dS, const T *K, T *dQ, fx_layout q_layout, fx_layout k_la
 
     const int i = t.m0 + threadIdx.y, d = t.n0 + threadIdx.x;
     if (i < p.seqlen_q && d < p.head_dim)
-        dQ[b * q_layout.batch_stride + (int64_t)i * q_layout.row_stride + h * q_layout.head_stride + d] =
-            from_float<T>(acc * (float)p.softmax_scale);
+        dQ[b * q_layout.batch_stride + (int64_t)i * q_layout.row_stride + h * q_layout.head_stride +
+           d] = from_float<T>(acc * (float)p.softmax_scale);
 }
 
 // dK = scale·dSᵀ·Q, summed over the query heads of a kv head, as in bwd_dv_kernel: one
@@ -427,7 +440,8 @@ bwd_dq_kernel(const T *dS, const T *K, T *dQ, fx_layout q_layout, fx_layout k_la
 // group's G query heads into one fp32 accumulator. Writes dK in the dtype by k_layout.
 template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
-bwd_dk_kernel(const T *dS, const T *Q, T *dK, fx_layout q_layout, fx_layout k_layout, fx_problem p)
+    bwd_dk_kernel(const T *dS, const T *Q, T *dK, fx_layout q_layout, fx_layout k_layout,
+                  fx_problem p)
 {
     const TileCoord t = tile_coord(p.seqlen_k, p.head_dim);
     const int b = t.slice / p.heads_kv, h_kv = t.slice % p.heads_kv;
@@ -443,8 +457,8 @@ bwd_dk_kernel(const T *dS, const T *Q, T *dK, fx_layout q_layout, fx_layout k_la
     }
     const int j = t.m0 + threadIdx.y, d = t.n0 + threadIdx.x;
     if (j < p.seqlen_k && d < p.head_dim)
-        dK[b * k_layout.batch_stride + (int64_t)j * k_layout.row_stride + h_kv * k_layout.head_stride + d] =
-            from_float<T>(acc * (float)p.softmax_scale);
+        dK[b * k_layout.batch_stride + (int64_t)j * k_layout.row_stride +
+           h_kv * k_layout.head_stride + d] = from_float<T>(acc * (float)p.softmax_scale);
 }
 
 /* ---------------------------------------------------------------------------------
@@ -463,7 +477,10 @@ struct Workspace {
     size_t S_offset, P_offset, dP_offset, D_offset, bytes;
 };
 
-static size_t align_up(size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+static size_t align_up(size_t x)
+{
+    return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 static Workspace workspace_layout(const fx_problem *p, bool backward)
 {
@@ -516,8 +533,9 @@ static cudaError_t forward_typed(const fx_fwd_args *a)
 
     scores_kernel<T><<<(unsigned)blocks_S, tile_threads, 0, a->stream>>>(
         (const T *)a->q, (const T *)a->k, S, a->q_layout, a->k_layout, p);
-    softmax_kernel<T><<<(unsigned)ceil_div(rows, kRowsPerBlock), kRowsPerBlock * kWarpSize, 0,
-                        a->stream>>>(S, P, a->lse, rows, p.seqlen_k);
+    softmax_kernel<T>
+        <<<(unsigned)ceil_div(rows, kRowsPerBlock), kRowsPerBlock * kWarpSize, 0, a->stream>>>(
+            S, P, a->lse, rows, p.seqlen_k);
     output_kernel<T><<<(unsigned)blocks_O, tile_threads, 0, a->stream>>>(
         P, (const T *)a->v, (T *)a->o, a->v_layout, a->o_layout, p);
     return cudaGetLastError();
@@ -550,16 +568,16 @@ static cudaError_t backward_typed(const fx_bwd_args *a)
     const T *Q = (const T *)a->q, *K = (const T *)a->k, *V = (const T *)a->v;
     const T *O = (const T *)a->o, *dO = (const T *)a->dout;
 
-    scores_kernel<T><<<(unsigned)blocks_S, tile_threads, 0, a->stream>>>(
-        Q, K, S, a->q_layout, a->k_layout, p);
+    scores_kernel<T>
+        <<<(unsigned)blocks_S, tile_threads, 0, a->stream>>>(Q, K, S, a->q_layout, a->k_layout, p);
     bwd_probs_kernel<T><<<(unsigned)blocks_elementwise, kElementwiseThreads, 0, a->stream>>>(
         S, a->lse, P_dS, scores, p.seqlen_k);
-    bwd_dot_do_o_kernel<T><<<(unsigned)blocks_D, kRowThreads, 0, a->stream>>>(
-        dO, O, D, a->o_layout, p);
+    bwd_dot_do_o_kernel<T>
+        <<<(unsigned)blocks_D, kRowThreads, 0, a->stream>>>(dO, O, D, a->o_layout, p);
     bwd_dv_kernel<T><<<(unsigned)blocks_dKV, tile_threads, 0, a->stream>>>(
         P_dS, dO, (T *)a->dv, a->o_layout, a->v_layout, p);
-    bwd_dp_kernel<T><<<(unsigned)blocks_S, tile_threads, 0, a->stream>>>(
-        dO, V, dP, a->o_layout, a->v_layout, p);
+    bwd_dp_kernel<T><<<(unsigned)blocks_S, tile_threads, 0, a->stream>>>(dO, V, dP, a->o_layout,
+                                                                         a->v_layout, p);
     bwd_ds_kernel<T><<<(unsigned)blocks_elementwise, kElementwiseThreads, 0, a->stream>>>(
         S, a->lse, dP, D, P_dS, scores, p.seqlen_k);
     bwd_dq_kernel<T><<<(unsigned)blocks_dQ, tile_threads, 0, a->stream>>>(

@@ -38,20 +38,21 @@ static int naive_check_problem(const fx_problem *p, bool backward, char *why, si
 const fx_stage fx_stage_01_naive = {
     .id = "01_naive",
     .summary = "S = QK^T, softmax, O = PV as three kernels; S and P in HBM",
-    .caps = {
-        .n_head_dims = 0,        /* any multiple of 8 up to 256: head_dim is a runtime loop */
-        .head_dim_multiple = 8,
-        .head_dim_max = 256,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = true,
-        .deterministic_backward = true, /* no atomics: GQA sums loop over the group */
-        .min_sm = 80,
-        .sm90a_only = false,
-        .limits = "S (fp32) and P (dtype) of every (batch, head) live in device memory: "
-                  "refuses when they do not fit",
-    },
+    .caps =
+        {
+            .n_head_dims = 0, /* any multiple of 8 up to 256: head_dim is a runtime loop */
+            .head_dim_multiple = 8,
+            .head_dim_max = 256,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = true,
+            .deterministic_backward = true, /* no atomics: GQA sums loop over the group */
+            .min_sm = 80,
+            .sm90a_only = false,
+            .limits = "S (fp32) and P (dtype) of every (batch, head) live in device memory: "
+                      "refuses when they do not fit",
+        },
     .workspace_bytes = fx_naive_workspace_bytes,
     .check_problem = naive_check_problem,
     .forward = fx_naive_forward,

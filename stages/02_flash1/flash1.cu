@@ -88,17 +88,22 @@ constexpr float kLog2e = 1.4426950408889634f;
  * zero. A bucket must be compile-time because each thread's O (or dK, dV) row slice
  * is a register array; four buckets keep the waste below half (d = 40 uses 40 of 64
  * columns) at four instantiations per kernel and dtype. */
-template <int kHeadDimMax> struct Flash1Config;
-template <> struct Flash1Config<64> {
+template <int kHeadDimMax>
+struct Flash1Config;
+template <>
+struct Flash1Config<64> {
     static constexpr int kBlockM = 64, kBlockN = 96, kBwdBlockM = 48, kBwdBlockN = 48;
 };
-template <> struct Flash1Config<128> {
+template <>
+struct Flash1Config<128> {
     static constexpr int kBlockM = 48, kBlockN = 48, kBwdBlockM = 32, kBwdBlockN = 32;
 };
-template <> struct Flash1Config<192> {
+template <>
+struct Flash1Config<192> {
     static constexpr int kBlockM = 32, kBlockN = 32, kBwdBlockM = 16, kBwdBlockN = 16;
 };
-template <> struct Flash1Config<256> {
+template <>
+struct Flash1Config<256> {
     static constexpr int kBlockM = 16, kBlockN = 16, kBwdBlockM = 16, kBwdBlockN = 16;
 };
 
@@ -107,38 +112,41 @@ template <> struct Flash1Config<256> {
  * loops are pure FMAs. Row pitch head_dim bucket + kSmemPad.
  * ---------------------------------------------------------------------------------- */
 
-template <int kHeadDimMax> struct ForwardSmem {
+template <int kHeadDimMax>
+struct ForwardSmem {
     static constexpr int kBlockM = Flash1Config<kHeadDimMax>::kBlockM;
     static constexpr int kBlockN = Flash1Config<kHeadDimMax>::kBlockN;
     static constexpr int kPitch = kHeadDimMax + kSmemPad;
-    float K[kBlockN][kPitch];              /* K_j, B_c × d (Algorithm 1 line 6)          */
-    float V[kBlockN][kPitch];              /* V_j, B_c × d (line 6)                      */
-    float Q[kBlockM][kPitch];              /* Q_i, B_r × d (line 8)                      */
-    float P[kBlockM][kBlockN + kSmemPad];  /* P̃_ij = exp(S_ij - m̃_ij), B_r × B_c (line 10) */
+    float K[kBlockN][kPitch];             /* K_j, B_c × d (Algorithm 1 line 6)          */
+    float V[kBlockN][kPitch];             /* V_j, B_c × d (line 6)                      */
+    float Q[kBlockM][kPitch];             /* Q_i, B_r × d (line 8)                      */
+    float P[kBlockM][kBlockN + kSmemPad]; /* P̃_ij = exp(S_ij - m̃_ij), B_r × B_c (line 10) */
 };
 static_assert(sizeof(ForwardSmem<64>) <= kSmemBudgetBytes, "forward d<=64 plan over 96 KiB");
 static_assert(sizeof(ForwardSmem<128>) <= kSmemBudgetBytes, "forward d<=128 plan over 96 KiB");
 static_assert(sizeof(ForwardSmem<192>) <= kSmemBudgetBytes, "forward d<=192 plan over 96 KiB");
 static_assert(sizeof(ForwardSmem<256>) <= kSmemBudgetBytes, "forward d<=256 plan over 96 KiB");
 
-template <int kHeadDimMax> struct BackwardSmem {
+template <int kHeadDimMax>
+struct BackwardSmem {
     static constexpr int kBlockM = Flash1Config<kHeadDimMax>::kBwdBlockM;
     static constexpr int kBlockN = Flash1Config<kHeadDimMax>::kBwdBlockN;
     static constexpr int kPitch = kHeadDimMax + kSmemPad;
-    float K[kBlockN][kPitch];               /* K_j  (Algorithm 4 line 7)        */
-    float V[kBlockN][kPitch];               /* V_j  (line 7)                    */
-    float Q[kBlockM][kPitch];               /* Q_i  (line 10)                   */
-    float dO[kBlockM][kPitch];              /* dO_i (line 10)                   */
-    float O[kBlockM][kPitch];               /* O_i  (line 10), for D_i (line 19) */
-    float P[kBlockM][kBlockN + kSmemPad];   /* P_ij, recomputed (line 13)       */
-    float dS[kBlockM][kBlockN + kSmemPad];  /* dS_ij = P ∘ (dP - D_i) (line 20) */
+    float K[kBlockN][kPitch];              /* K_j  (Algorithm 4 line 7)        */
+    float V[kBlockN][kPitch];              /* V_j  (line 7)                    */
+    float Q[kBlockM][kPitch];              /* Q_i  (line 10)                   */
+    float dO[kBlockM][kPitch];             /* dO_i (line 10)                   */
+    float O[kBlockM][kPitch];              /* O_i  (line 10), for D_i (line 19) */
+    float P[kBlockM][kBlockN + kSmemPad];  /* P_ij, recomputed (line 13)       */
+    float dS[kBlockM][kBlockN + kSmemPad]; /* dS_ij = P ∘ (dP - D_i) (line 20) */
 };
 static_assert(sizeof(BackwardSmem<64>) <= kSmemBudgetBytes, "backward d<=64 plan over 96 KiB");
 static_assert(sizeof(BackwardSmem<128>) <= kSmemBudgetBytes, "backward d<=128 plan over 96 KiB");
 static_assert(sizeof(BackwardSmem<192>) <= kSmemBudgetBytes, "backward d<=192 plan over 96 KiB");
 static_assert(sizeof(BackwardSmem<256>) <= kSmemBudgetBytes, "backward d<=256 plan over 96 KiB");
 
-template <int kHeadDimMax> struct TileChecks {
+template <int kHeadDimMax>
+struct TileChecks {
     using C = Flash1Config<kHeadDimMax>;
     static_assert(kHeadDimMax % kColsPerPass == 0, "a bucket is whole passes of 64 columns");
     static_assert(C::kBlockM % kRowGroups == 0 && C::kBlockN % kLanesPerRow == 0,
@@ -151,23 +159,24 @@ template <int kHeadDimMax> struct TileChecks {
     static constexpr bool ok = true;
 };
 static_assert(TileChecks<64>::ok && TileChecks<128>::ok && TileChecks<192>::ok &&
-                  TileChecks<256>::ok, "tile checks");
+                  TileChecks<256>::ok,
+              "tile checks");
 
 /* ------------------------------------------------------------------------------------
  * Kernel arguments (C structs passed by value)
  * ---------------------------------------------------------------------------------- */
 
 typedef struct Flash1ForwardParams {
-    const void *q, *k, *v;   /* dtype, [batch, seqlen, heads, head_dim] with the layouts */
-    void *o;                 /* dtype, O's layout                                        */
-    float *lse;              /* fp32 [batch, heads_q, seqlen_q], natural log             */
+    const void *q, *k, *v; /* dtype, [batch, seqlen, heads, head_dim] with the layouts */
+    void *o;               /* dtype, O's layout                                        */
+    float *lse;            /* fp32 [batch, heads_q, seqlen_q], natural log             */
     fx_layout q_layout, k_layout, v_layout, o_layout;
     /* Workspace (fp32, this stage's own layout): O [batch, heads_q, seqlen_q, head_dim]
      * normalised after every step, m and ℓ [batch, heads_q, seqlen_q]. */
     float *o_acc, *m, *l;
     int batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
     int causal;
-    float softmax_scale;     /* τ of the paper */
+    float softmax_scale; /* τ of the paper */
 } Flash1ForwardParams;
 
 typedef struct Flash1BackwardParams {
@@ -175,7 +184,7 @@ typedef struct Flash1BackwardParams {
     const float *lse;                 /* from this stage's forward                     */
     void *dq, *dk, *dv;               /* dtype; dQ in Q's layout, dK K's, dV V's       */
     fx_layout q_layout, k_layout, v_layout, o_layout;
-    float *dq_acc;                    /* fp32 workspace [batch, heads_q, seqlen_q, head_dim] */
+    float *dq_acc; /* fp32 workspace [batch, heads_q, seqlen_q, head_dim] */
     int batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
     int causal;
     float softmax_scale;
@@ -185,14 +194,23 @@ typedef struct Flash1BackwardParams {
  * Device helpers
  * ---------------------------------------------------------------------------------- */
 
-template <typename Element> __device__ __forceinline__ Element from_float(float x);
-template <> __device__ __forceinline__ __nv_bfloat16 from_float(float x)
+template <typename Element>
+__device__ __forceinline__ Element from_float(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float(float x)
 {
     return __float2bfloat16_rn(x);
 }
-template <> __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __half from_float(float x)
+{
+    return __float2half_rn(x);
+}
 
-__host__ __device__ __forceinline__ int div_up(int a, int b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ int div_up(int a, int b)
+{
+    return (a + b - 1) / b;
+}
 
 /* The backward's causal skip of Q blocks: fx_flash1_first_visible_q_block (flash1_model.h). */
 
@@ -219,10 +237,12 @@ __device__ __forceinline__ float dot4(float4 a, float4 b, float acc)
 }
 __device__ __forceinline__ float4 axpy4(float a, float4 x, float4 y) /* a·x + y */
 {
-    return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z),
-                       fmaf(a, x.w, y.w));
+    return make_float4(fmaf(a, x.x, y.x), fmaf(a, x.y, y.y), fmaf(a, x.z, y.z), fmaf(a, x.w, y.w));
 }
-__device__ __forceinline__ float4 load4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+__device__ __forceinline__ float4 load4(const float *p)
+{
+    return *reinterpret_cast<const float4 *>(p);
+}
 __device__ __forceinline__ float component(float4 x, int e)
 {
     return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w;
@@ -241,7 +261,8 @@ __device__ __forceinline__ float component(float4 x, int e)
  * latency per chunk. */
 constexpr int kChunk = 8; /* elements of one 16-byte load */
 
-template <int kRows, int kHeadDimMax> struct TileFragment {
+template <int kRows, int kHeadDimMax>
+struct TileFragment {
     static constexpr int kChunksPerRow = kHeadDimMax / kChunk;
     static constexpr int kChunks = kRows * kChunksPerRow;
     static constexpr int kPerThread = (kChunks + kThreads - 1) / kThreads;
@@ -249,8 +270,10 @@ template <int kRows, int kHeadDimMax> struct TileFragment {
 };
 
 template <typename Element, int kRows, int kHeadDimMax>
-__device__ __forceinline__ TileFragment<kRows, kHeadDimMax>
-load_tile_fragment(const Element *base, int64_t row_stride, int row0, int seqlen, int head_dim)
+__device__ __forceinline__ TileFragment<kRows, kHeadDimMax> load_tile_fragment(const Element *base,
+                                                                               int64_t row_stride,
+                                                                               int row0, int seqlen,
+                                                                               int head_dim)
 {
     using Fragment = TileFragment<kRows, kHeadDimMax>;
     Fragment f;
@@ -267,11 +290,24 @@ load_tile_fragment(const Element *base, int64_t row_stride, int row0, int seqlen
 }
 
 /* Two elements of the dtype, as one 32-bit word of a chunk. */
-template <typename Element> struct Packed2;
-template <> struct Packed2<__nv_bfloat16> { typedef __nv_bfloat162 type; };
-template <> struct Packed2<__half> { typedef __half2 type; };
-__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) { return __bfloat1622float2(x); }
-__device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
+template <typename Element>
+struct Packed2;
+template <>
+struct Packed2<__nv_bfloat16> {
+    typedef __nv_bfloat162 type;
+};
+template <>
+struct Packed2<__half> {
+    typedef __half2 type;
+};
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x)
+{
+    return __bfloat1622float2(x);
+}
+__device__ __forceinline__ float2 to_float2(__half2 x)
+{
+    return __half22float2(x);
+}
 
 template <typename Element, int kRows, int kHeadDimMax>
 __device__ __forceinline__ void store_tile_fragment(float (*tile)[kHeadDimMax + kSmemPad],
@@ -282,7 +318,8 @@ __device__ __forceinline__ void store_tile_fragment(float (*tile)[kHeadDimMax + 
 #pragma unroll
     for (int t = 0; t < Fragment::kPerThread; ++t) {
         const int idx = threadIdx.x + t * kThreads;
-        if (idx >= Fragment::kChunks) continue;
+        if (idx >= Fragment::kChunks)
+            continue;
         const Element2 *pairs = reinterpret_cast<const Element2 *>(&f.raw[t]);
         const float2 a = to_float2(pairs[0]), b = to_float2(pairs[1]);
         const float2 c = to_float2(pairs[2]), d = to_float2(pairs[3]);
@@ -314,7 +351,7 @@ __device__ __forceinline__ void store_tile_fragment(float (*tile)[kHeadDimMax + 
  * at all keeps ℓ = 0, O = 0. */
 template <typename Element, int kHeadDimMax>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-flash1_forward_kernel(const Flash1ForwardParams params)
+    flash1_forward_kernel(const Flash1ForwardParams params)
 {
     using Smem = ForwardSmem<kHeadDimMax>;
     constexpr int kBlockM = Smem::kBlockM;                     /* B_r */
@@ -348,7 +385,8 @@ flash1_forward_kernel(const Flash1ForwardParams params)
     float *l = params.l + slice;                /* [seqlen_q] */
 
     /* Line 2: initialise this slice's O, ℓ, m in HBM. */
-    for (int idx = threadIdx.x; idx < seqlen_q * head_dim; idx += kThreads) O[idx] = 0.0f;
+    for (int idx = threadIdx.x; idx < seqlen_q * head_dim; idx += kThreads)
+        O[idx] = 0.0f;
     for (int row = threadIdx.x; row < seqlen_q; row += kThreads) {
         m[row] = -INFINITY;
         l[row] = 0.0f;
@@ -402,17 +440,21 @@ flash1_forward_kernel(const Flash1ForwardParams params)
 #pragma unroll
             for (int u = 0; u < kRowsPerThread; ++u)
 #pragma unroll
-                for (int v = 0; v < kKeysPerThread; ++v) S[u][v] = 0.0f;
+                for (int v = 0; v < kKeysPerThread; ++v)
+                    S[u][v] = 0.0f;
             for (int d = 0; d < head_dim; d += kVector) {
                 float4 q[kRowsPerThread], k[kKeysPerThread];
 #pragma unroll
-                for (int u = 0; u < kRowsPerThread; ++u) q[u] = load4(&smem.Q[ty + kRowGroups * u][d]);
+                for (int u = 0; u < kRowsPerThread; ++u)
+                    q[u] = load4(&smem.Q[ty + kRowGroups * u][d]);
 #pragma unroll
-                for (int v = 0; v < kKeysPerThread; ++v) k[v] = load4(&smem.K[tx + kLanesPerRow * v][d]);
+                for (int v = 0; v < kKeysPerThread; ++v)
+                    k[v] = load4(&smem.K[tx + kLanesPerRow * v][d]);
 #pragma unroll
                 for (int u = 0; u < kRowsPerThread; ++u)
 #pragma unroll
-                    for (int v = 0; v < kKeysPerThread; ++v) S[u][v] = dot4(q[u], k[v], S[u][v]);
+                    for (int v = 0; v < kKeysPerThread; ++v)
+                        S[u][v] = dot4(q[u], k[v], S[u][v]);
             }
 
             /* Line 10 (softmax of the block) and line 11 (the running statistics). */
@@ -426,7 +468,8 @@ flash1_forward_kernel(const Flash1ForwardParams params)
 #pragma unroll
                 for (int v = 0; v < kKeysPerThread; ++v) {
                     const int key = key0 + tx + kLanesPerRow * v;
-                    const bool visible = key < seqlen_k && (!params.causal || key <= row + causal_offset);
+                    const bool visible =
+                        key < seqlen_k && (!params.causal || key <= row + causal_offset);
                     S[u][v] = visible ? S[u][v] * scale : -INFINITY;
                     m_tilde = fmaxf(m_tilde, S[u][v]);
                 }
@@ -458,12 +501,14 @@ flash1_forward_kernel(const Flash1ForwardParams params)
 #pragma unroll
             for (int u = 0; u < kRowsPerThread; ++u)
 #pragma unroll
-                for (int w = 0; w < kVectorsPerRow; ++w) PV[u][w] = make_float4(0.f, 0.f, 0.f, 0.f);
+                for (int w = 0; w < kVectorsPerRow; ++w)
+                    PV[u][w] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll 2
             for (int n = 0; n < kBlockN; n += kVector) {
                 float4 p[kRowsPerThread];
 #pragma unroll
-                for (int u = 0; u < kRowsPerThread; ++u) p[u] = load4(&smem.P[ty + kRowGroups * u][n]);
+                for (int u = 0; u < kRowsPerThread; ++u)
+                    p[u] = load4(&smem.P[ty + kRowGroups * u][n]);
 #pragma unroll
                 for (int e = 0; e < kVector; ++e) {
 #pragma unroll
@@ -480,11 +525,13 @@ flash1_forward_kernel(const Flash1ForwardParams params)
 #pragma unroll
             for (int u = 0; u < kRowsPerThread; ++u) {
                 const int row = row0 + ty + kRowGroups * u;
-                if (row >= seqlen_q) continue;
+                if (row >= seqlen_q)
+                    continue;
 #pragma unroll
                 for (int w = 0; w < kVectorsPerRow; ++w) {
                     const int col = kVector * tx + kColsPerPass * w;
-                    if (col >= head_dim) continue;
+                    if (col >= head_dim)
+                        continue;
                     float4 o_new;
                     o_new.x = fmaf(alpha[u], O_old[u][w].x, beta[u] * PV[u][w].x);
                     o_new.y = fmaf(alpha[u], O_old[u][w].y, beta[u] * PV[u][w].y);
@@ -509,11 +556,12 @@ flash1_forward_kernel(const Flash1ForwardParams params)
  * seqlen_q]; -inf where ℓ = 0, the rows that see no key). */
 template <typename Element>
 __global__ void __launch_bounds__(kThreads)
-flash1_forward_epilogue_kernel(const Flash1ForwardParams params)
+    flash1_forward_epilogue_kernel(const Flash1ForwardParams params)
 {
     const int64_t idx = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     const int64_t rows = (int64_t)params.batch * params.heads_q * params.seqlen_q;
-    if (idx >= rows * params.head_dim) return;
+    if (idx >= rows * params.head_dim)
+        return;
     const int col = (int)(idx % params.head_dim);
     const int64_t slice_row = idx / params.head_dim; /* (b·heads_q + h)·seqlen_q + row */
     const int row = (int)(slice_row % params.seqlen_q);
@@ -561,7 +609,7 @@ flash1_forward_epilogue_kernel(const Flash1ForwardParams params)
  * columns. */
 template <typename Element, int kHeadDimMax>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-flash1_backward_kernel(const Flash1BackwardParams params)
+    flash1_backward_kernel(const Flash1BackwardParams params)
 {
     using Smem = BackwardSmem<kHeadDimMax>;
     constexpr int kBlockM = Smem::kBlockM;                     /* B_r */
@@ -595,8 +643,10 @@ flash1_backward_kernel(const Flash1BackwardParams params)
 
     /* Line 5: dQ = 0 for the group's query heads (dK, dV start in registers, line 8). */
     for (int g = 0; g < group; ++g) {
-        float *dQ = params.dq_acc + ((int64_t)b * params.heads_q + h_kv * group + g) * seqlen_q * head_dim;
-        for (int idx = threadIdx.x; idx < seqlen_q * head_dim; idx += kThreads) dQ[idx] = 0.0f;
+        float *dQ =
+            params.dq_acc + ((int64_t)b * params.heads_q + h_kv * group + g) * seqlen_q * head_dim;
+        for (int idx = threadIdx.x; idx < seqlen_q * head_dim; idx += kThreads)
+            dQ[idx] = 0.0f;
     }
     __syncthreads();
 
@@ -682,10 +732,12 @@ flash1_backward_kernel(const Flash1BackwardParams params)
                 for (int u = 0; u < kRowsPerThread; ++u) {
                     D[u] = 0.0f;
 #pragma unroll
-                    for (int v = 0; v < kKeysPerThread; ++v) S[u][v] = dP[u][v] = 0.0f;
+                    for (int v = 0; v < kKeysPerThread; ++v)
+                        S[u][v] = dP[u][v] = 0.0f;
                 }
                 for (int d = 0; d < head_dim; d += kVector) {
-                    float4 q[kRowsPerThread], do_[kRowsPerThread], k[kKeysPerThread], v_[kKeysPerThread];
+                    float4 q[kRowsPerThread], do_[kRowsPerThread], k[kKeysPerThread],
+                        v_[kKeysPerThread];
 #pragma unroll
                     for (int u = 0; u < kRowsPerThread; ++u) {
                         q[u] = load4(&smem.Q[ty + kRowGroups * u][d]);
@@ -717,7 +769,8 @@ flash1_backward_kernel(const Flash1BackwardParams params)
                         const int key = key0 + c;
                         const bool visible = row < seqlen_q && key < seqlen_k &&
                                              (!params.causal || key <= row + causal_offset);
-                        const float p = visible ? exp2f((S[u][v] * scale - lse_use[u]) * kLog2e) : 0.0f;
+                        const float p =
+                            visible ? exp2f((S[u][v] * scale - lse_use[u]) * kLog2e) : 0.0f;
                         smem.P[r][c] = p;
                         smem.dS[r][c] = p * (dP[u][v] - D[u]);
                     }
@@ -749,11 +802,13 @@ flash1_backward_kernel(const Flash1BackwardParams params)
 #pragma unroll
                 for (int u = 0; u < kRowsPerThread; ++u)
 #pragma unroll
-                    for (int w = 0; w < kVectorsPerRow; ++w) dQ_step[u][w] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    for (int w = 0; w < kVectorsPerRow; ++w)
+                        dQ_step[u][w] = make_float4(0.f, 0.f, 0.f, 0.f);
                 for (int n = 0; n < kBlockN; n += kVector) {
                     float4 ds[kRowsPerThread];
 #pragma unroll
-                    for (int u = 0; u < kRowsPerThread; ++u) ds[u] = load4(&smem.dS[ty + kRowGroups * u][n]);
+                    for (int u = 0; u < kRowsPerThread; ++u)
+                        ds[u] = load4(&smem.dS[ty + kRowGroups * u][n]);
 #pragma unroll
                     for (int e = 0; e < kVector; ++e) {
 #pragma unroll
@@ -768,11 +823,13 @@ flash1_backward_kernel(const Flash1BackwardParams params)
 #pragma unroll
                 for (int u = 0; u < kRowsPerThread; ++u) {
                     const int row = row0 + ty + kRowGroups * u;
-                    if (row >= seqlen_q) continue;
+                    if (row >= seqlen_q)
+                        continue;
 #pragma unroll
                     for (int w = 0; w < kVectorsPerRow; ++w) {
                         const int col = kVector * tx + kColsPerPass * w;
-                        if (col >= head_dim) continue;
+                        if (col >= head_dim)
+                            continue;
                         *reinterpret_cast<float4 *>(&dQ[(int64_t)row * head_dim + col]) =
                             axpy4(scale, dQ_step[u][w], dQ_old[u][w]);
                     }
@@ -784,11 +841,13 @@ flash1_backward_kernel(const Flash1BackwardParams params)
 #pragma unroll
         for (int u = 0; u < kKeyRowsPerThread; ++u) {
             const int key = key0 + ty + kRowGroups * u;
-            if (key >= seqlen_k) continue;
+            if (key >= seqlen_k)
+                continue;
 #pragma unroll
             for (int w = 0; w < kVectorsPerRow; ++w) {
                 const int col = kVector * tx + kColsPerPass * w;
-                if (col >= head_dim) continue;
+                if (col >= head_dim)
+                    continue;
 #pragma unroll
                 for (int e = 0; e < kVector; ++e) {
                     dK[(int64_t)key * params.k_layout.row_stride + col + e] =
@@ -806,11 +865,12 @@ flash1_backward_kernel(const Flash1BackwardParams params)
  * dtype with Q's layout (line 26, "return dQ"). */
 template <typename Element>
 __global__ void __launch_bounds__(kThreads)
-flash1_backward_dq_kernel(const Flash1BackwardParams params)
+    flash1_backward_dq_kernel(const Flash1BackwardParams params)
 {
     const int64_t idx = (int64_t)blockIdx.x * kThreads + threadIdx.x;
     const int64_t rows = (int64_t)params.batch * params.heads_q * params.seqlen_q;
-    if (idx >= rows * params.head_dim) return;
+    if (idx >= rows * params.head_dim)
+        return;
     const int col = (int)(idx % params.head_dim);
     const int64_t slice_row = idx / params.head_dim;
     const int row = (int)(slice_row % params.seqlen_q);
@@ -828,13 +888,17 @@ flash1_backward_dq_kernel(const Flash1BackwardParams params)
 /* Workspace: the fp32 O, m, ℓ of the forward, or the fp32 dQ of the backward, each
  * region rounded up to 256 bytes so the next one stays aligned for float4. */
 static const size_t kWorkspaceAlign = 256;
-static size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+static size_t align_up(size_t bytes)
+{
+    return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
 
 extern "C" size_t fx_flash1_workspace_bytes(const fx_problem *p, bool backward)
 {
     const size_t rows = (size_t)p->batch * p->heads_q * p->seqlen_q;
     const size_t o_bytes = align_up(rows * p->head_dim * sizeof(float));
-    if (backward) return o_bytes; /* dQ */
+    if (backward)
+        return o_bytes;                                  /* dQ */
     return o_bytes + 2 * align_up(rows * sizeof(float)); /* O, m, ℓ */
 }
 
@@ -843,7 +907,8 @@ static int head_dim_bucket(int head_dim)
     return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 192 ? 192 : 256;
 }
 
-template <int kHeadDimMax> static fx_flash1_tiles tiles_of(bool backward)
+template <int kHeadDimMax>
+static fx_flash1_tiles tiles_of(bool backward)
 {
     using C = Flash1Config<kHeadDimMax>;
     fx_flash1_tiles t;
@@ -873,8 +938,10 @@ static bool chunk_aligned(const void *ptr, fx_layout layout)
 }
 static cudaError_t refuse_misaligned(const char *direction)
 {
-    fprintf(stderr, "stage 02_flash1 %s: inputs must be 16-byte aligned with strides that are "
-                    "multiples of %d elements (16-byte tile loads)\n", direction, kChunk);
+    fprintf(stderr,
+            "stage 02_flash1 %s: inputs must be 16-byte aligned with strides that are "
+            "multiples of %d elements (16-byte tile loads)\n",
+            direction, kChunk);
     return cudaErrorInvalidValue;
 }
 
@@ -891,7 +958,8 @@ static cudaError_t launch_forward(const Flash1ForwardParams &params, const fx_pr
     const int smem_bytes = (int)sizeof(ForwardSmem<kHeadDimMax>);
     cudaError_t err = cudaFuncSetAttribute(flash1_forward_kernel<Element, kHeadDimMax>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess)
+        return err;
     flash1_forward_kernel<Element, kHeadDimMax>
         <<<p->batch * p->heads_q, kThreads, smem_bytes, stream>>>(params);
     flash1_forward_epilogue_kernel<Element><<<elementwise_blocks(p), kThreads, 0, stream>>>(params);
@@ -937,11 +1005,13 @@ extern "C" cudaError_t fx_flash1_forward(const fx_fwd_args *a)
     params.head_dim = p->head_dim;
     params.causal = p->causal ? 1 : 0;
     params.softmax_scale = (float)p->softmax_scale;
-    if (a->workspace_bytes < fx_flash1_workspace_bytes(p, false)) return cudaErrorInvalidValue;
+    if (a->workspace_bytes < fx_flash1_workspace_bytes(p, false))
+        return cudaErrorInvalidValue;
     if (!chunk_aligned(a->q, a->q_layout) || !chunk_aligned(a->k, a->k_layout) ||
         !chunk_aligned(a->v, a->v_layout))
         return refuse_misaligned("forward");
-    if (p->dtype == FX_BF16) return dispatch_forward<__nv_bfloat16>(params, p, a->stream);
+    if (p->dtype == FX_BF16)
+        return dispatch_forward<__nv_bfloat16>(params, p, a->stream);
     return dispatch_forward<__half>(params, p, a->stream);
 }
 
@@ -952,7 +1022,8 @@ static cudaError_t launch_backward(const Flash1BackwardParams &params, const fx_
     const int smem_bytes = (int)sizeof(BackwardSmem<kHeadDimMax>);
     cudaError_t err = cudaFuncSetAttribute(flash1_backward_kernel<Element, kHeadDimMax>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess)
+        return err;
     flash1_backward_kernel<Element, kHeadDimMax>
         <<<p->batch * p->heads_kv, kThreads, smem_bytes, stream>>>(params);
     flash1_backward_dq_kernel<Element><<<elementwise_blocks(p), kThreads, 0, stream>>>(params);
@@ -998,11 +1069,13 @@ extern "C" cudaError_t fx_flash1_backward(const fx_bwd_args *a)
     params.head_dim = p->head_dim;
     params.causal = p->causal ? 1 : 0;
     params.softmax_scale = (float)p->softmax_scale;
-    if (a->workspace_bytes < fx_flash1_workspace_bytes(p, true)) return cudaErrorInvalidValue;
+    if (a->workspace_bytes < fx_flash1_workspace_bytes(p, true))
+        return cudaErrorInvalidValue;
     if (!chunk_aligned(a->q, a->q_layout) || !chunk_aligned(a->k, a->k_layout) ||
         !chunk_aligned(a->v, a->v_layout) || !chunk_aligned(a->o, a->o_layout) ||
         !chunk_aligned(a->dout, a->o_layout))
         return refuse_misaligned("backward");
-    if (p->dtype == FX_BF16) return dispatch_backward<__nv_bfloat16>(params, p, a->stream);
+    if (p->dtype == FX_BF16)
+        return dispatch_backward<__nv_bfloat16>(params, p, a->stream);
     return dispatch_backward<__half>(params, p, a->stream);
 }

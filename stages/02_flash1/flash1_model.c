@@ -24,7 +24,10 @@
 /* exp(x) = 2^(x·log2 e), as the kernels compute it. */
 static const float kLog2e = 1.4426950408889634f;
 
-static int div_up(int a, int b) { return (a + b - 1) / b; }
+static int div_up(int a, int b)
+{
+    return (a + b - 1) / b;
+}
 
 static bool key_visible(const fx_problem *p, int row, int key)
 {
@@ -40,7 +43,8 @@ static size_t row_offset(int seqlen, int heads, int head_dim, int b, int row, in
 static float dot(const float *x, const float *y, int n)
 {
     float acc = 0.0f;
-    for (int d = 0; d < n; ++d) acc += x[d] * y[d];
+    for (int d = 0; d < n; ++d)
+        acc += x[d] * y[d];
     return acc;
 }
 
@@ -60,7 +64,8 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
     float *m = malloc((size_t)seqlen_q * sizeof(float));
     float *l = malloc((size_t)seqlen_q * sizeof(float));
     float *P = malloc((size_t)B_c * sizeof(float)); /* one row of P̃_ij */
-    if (!O || !m || !l || !P) abort();
+    if (!O || !m || !l || !P)
+        abort();
 
     for (int b = 0; b < p->batch; ++b)
         for (int h = 0; h < p->heads_q; ++h) {
@@ -74,20 +79,23 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
             for (int j = 0; j < T_c; ++j) {
                 const int key0 = j * B_c;
                 const int i_begin =
-                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r)
-                              : 0;
+                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r) : 0;
                 for (int i = i_begin; i < T_r; ++i)
                     for (int r = 0; r < B_r && i * B_r + r < seqlen_q; ++r) {
                         const int row = i * B_r + r;
-                        const float *q_row = q + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
+                        const float *q_row =
+                            q + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
                         /* Lines 9-10: S = τ·q·kᵀ (masked), m̃, P̃, ℓ̃. */
                         float m_tilde = -INFINITY;
                         for (int c = 0; c < B_c; ++c) {
                             const int key = key0 + c;
                             float s = -INFINITY;
                             if (key_visible(p, row, key))
-                                s = dot(q_row, k + row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv),
-                                        head_dim) * scale;
+                                s = dot(q_row,
+                                        k + row_offset(seqlen_k, p->heads_kv, head_dim, b, key,
+                                                       h_kv),
+                                        head_dim) *
+                                    scale;
                             P[c] = s;
                             m_tilde = fmaxf(m_tilde, s);
                         }
@@ -110,7 +118,9 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
                         for (int col = 0; col < head_dim; ++col) {
                             float pv = 0.0f;
                             for (int c = 0; c < B_c && key0 + c < seqlen_k; ++c)
-                                pv += P[c] * v[row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv) + col];
+                                pv += P[c] * v[row_offset(seqlen_k, p->heads_kv, head_dim, b,
+                                                          key0 + c, h_kv) +
+                                               col];
                             float *o_acc = &O[(size_t)row * head_dim + col];
                             *o_acc = alpha * *o_acc + beta * pv;
                         }
@@ -135,8 +145,8 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
 
 /* Algorithm 4 (flash1_backward_kernel + flash1_backward_dq_kernel); P = exp(S - LSE). */
 static void flash1_backward(const fx_problem *p, const float *q, const float *k, const float *v,
-                            const float *o, const float *lse, const float *dout,
-                            float *dq, float *dk, float *dv)
+                            const float *o, const float *lse, const float *dout, float *dq,
+                            float *dk, float *dv)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
@@ -151,7 +161,8 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
     float *dK_acc = malloc((size_t)B_c * head_dim * sizeof(float));
     float *dV_acc = malloc((size_t)B_c * head_dim * sizeof(float));
     float *dQ_step = malloc((size_t)head_dim * sizeof(float));
-    if (!dQ || !dK_acc || !dV_acc || !dQ_step) abort();
+    if (!dQ || !dK_acc || !dV_acc || !dQ_step)
+        abort();
 
     for (int b = 0; b < p->batch; ++b)
         for (int h_kv = 0; h_kv < p->heads_kv; ++h_kv) {
@@ -160,8 +171,7 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
             for (int j = 0; j < T_c; ++j) {
                 const int key0 = j * B_c;
                 const int i_begin =
-                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r)
-                              : 0;
+                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r) : 0;
                 /* Line 8. */
                 memset(dK_acc, 0, (size_t)B_c * head_dim * sizeof(float));
                 memset(dV_acc, 0, (size_t)B_c * head_dim * sizeof(float));
@@ -170,37 +180,46 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
                     for (int i = i_begin; i < T_r; ++i)
                         for (int r = 0; r < B_r && i * B_r + r < seqlen_q; ++r) {
                             const int row = i * B_r + r;
-                            const size_t q_at = row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
+                            const size_t q_at =
+                                row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
                             const float *q_row = q + q_at, *o_row = o + q_at, *do_row = dout + q_at;
-                            const float lse_row = lse[((size_t)b * p->heads_q + h) * seqlen_q + row];
+                            const float lse_row =
+                                lse[((size_t)b * p->heads_q + h) * seqlen_q + row];
                             const float lse_use = lse_row == -INFINITY ? 0.0f : lse_row;
                             /* Line 19: D_i = rowsum(dO_i ∘ O_i). */
                             const float D = dot(do_row, o_row, head_dim);
                             memset(dQ_step, 0, (size_t)head_dim * sizeof(float));
                             for (int c = 0; c < B_c && key0 + c < seqlen_k; ++c) {
                                 const int key = key0 + c;
-                                const size_t kv_at = row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv);
+                                const size_t kv_at =
+                                    row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv);
                                 /* Lines 11-13: P = exp(τ·q·kᵀ - LSE), masked to 0. */
                                 float P = 0.0f;
                                 if (key_visible(p, row, key))
-                                    P = exp2f((dot(q_row, k + kv_at, head_dim) * scale - lse_use) * kLog2e);
+                                    P = exp2f((dot(q_row, k + kv_at, head_dim) * scale - lse_use) *
+                                              kLog2e);
                                 /* Line 17 and 20: dP = dO·vᵀ, dS = P (dP - D). */
                                 const float dS = P * (dot(do_row, v + kv_at, head_dim) - D);
                                 for (int col = 0; col < head_dim; ++col) {
-                                    dV_acc[(size_t)c * head_dim + col] += P * do_row[col];  /* line 16 */
-                                    dK_acc[(size_t)c * head_dim + col] += dS * q_row[col];  /* line 22 */
-                                    dQ_step[col] += dS * k[kv_at + col];                    /* line 21 */
+                                    dV_acc[(size_t)c * head_dim + col] +=
+                                        P * do_row[col]; /* line 16 */
+                                    dK_acc[(size_t)c * head_dim + col] +=
+                                        dS * q_row[col];                 /* line 22 */
+                                    dQ_step[col] += dS * k[kv_at + col]; /* line 21 */
                                 }
                             }
                             float *dq_row = dQ + ((size_t)g * seqlen_q + row) * head_dim;
-                            for (int col = 0; col < head_dim; ++col) dq_row[col] += scale * dQ_step[col];
+                            for (int col = 0; col < head_dim; ++col)
+                                dq_row[col] += scale * dQ_step[col];
                         }
                 }
                 /* Line 24: dK_j = τ·Σ dSᵀ Q, dV_j, in the dtype. */
                 for (int c = 0; c < B_c && key0 + c < seqlen_k; ++c) {
-                    const size_t kv_at = row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv);
+                    const size_t kv_at =
+                        row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv);
                     for (int col = 0; col < head_dim; ++col) {
-                        dk[kv_at + col] = fx_round(p->dtype, scale * dK_acc[(size_t)c * head_dim + col]);
+                        dk[kv_at + col] =
+                            fx_round(p->dtype, scale * dK_acc[(size_t)c * head_dim + col]);
                         dv[kv_at + col] = fx_round(p->dtype, dV_acc[(size_t)c * head_dim + col]);
                     }
                 }
@@ -208,9 +227,11 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
             /* dQ to the dtype. */
             for (int g = 0; g < group; ++g)
                 for (int row = 0; row < seqlen_q; ++row) {
-                    float *dq_row = dq + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h_kv * group + g);
+                    float *dq_row =
+                        dq + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h_kv * group + g);
                     for (int col = 0; col < head_dim; ++col)
-                        dq_row[col] = fx_round(p->dtype, dQ[((size_t)g * seqlen_q + row) * head_dim + col]);
+                        dq_row[col] =
+                            fx_round(p->dtype, dQ[((size_t)g * seqlen_q + row) * head_dim + col]);
                 }
         }
     free(dQ);

@@ -18,21 +18,22 @@ const fx_stage fx_stage_02_flash1 = {
     .id = "02_flash1",
     .summary = "FlashAttention-1: tiles + online softmax, K/V-block outer loop, "
                "O/m/l round trips through HBM, fp32 CUDA cores; backward by recomputation",
-    .caps = {
-        .n_head_dims = 0,          /* any multiple of 8 up to 256 (buckets 64/128/192/256) */
-        .head_dim_multiple = 8,
-        .head_dim_max = 256,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = true,
-        .deterministic_backward = true, /* no atomics: GQA sums loop over the group */
-        .min_sm = 80,
-        .sm90a_only = false,
-        .limits = "one thread block per (batch, head): batch*heads below the SM count "
-                  "leaves SMs idle; 96 KiB shared memory per block; tensors 16-byte aligned "
-                  "with strides in multiples of 8 elements",
-    },
+    .caps =
+        {
+            .n_head_dims = 0, /* any multiple of 8 up to 256 (buckets 64/128/192/256) */
+            .head_dim_multiple = 8,
+            .head_dim_max = 256,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = true,
+            .deterministic_backward = true, /* no atomics: GQA sums loop over the group */
+            .min_sm = 80,
+            .sm90a_only = false,
+            .limits = "one thread block per (batch, head): batch*heads below the SM count "
+                      "leaves SMs idle; 96 KiB shared memory per block; tensors 16-byte aligned "
+                      "with strides in multiples of 8 elements",
+        },
     .workspace_bytes = fx_flash1_workspace_bytes,
     .check_problem = NULL,
     .forward = fx_flash1_forward,

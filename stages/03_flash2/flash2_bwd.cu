@@ -71,8 +71,8 @@ template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsSKeys_, int kWarp
           int kWarpsDQRows_>
 struct Flash2BwdConfig {
     static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kBlockM = kBlockM_;   // query rows per Q block (the inner loop)
-    static constexpr int kBlockN = kBlockN_;   // keys per CTA
+    static constexpr int kBlockM = kBlockM_;  // query rows per Q block (the inner loop)
+    static constexpr int kBlockN = kBlockN_;  // keys per CTA
     static constexpr int kNWarps = kBwdWarps;
     static constexpr int kNThreads = kNWarps * kWarpSize;
 
@@ -96,8 +96,8 @@ struct Flash2BwdConfig {
 
     static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
     // Q, dO, K, V rows: head_dim rounded up to whole 128-byte lines, XOR-swizzled (forward).
-    static constexpr int kSmemRowElems = ceil_div_constexpr(kHeadDim, kSwizzleRowElems) *
-                                         kSwizzleRowElems;
+    static constexpr int kSmemRowElems =
+        ceil_div_constexpr(kHeadDim, kSwizzleRowElems) * kSwizzleRowElems;
     static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
     static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
     // P and dS rows (one key, kBlockM queries). A row of whole 128-byte lines (kBlockM ≥ 64)
@@ -109,9 +109,11 @@ struct Flash2BwdConfig {
     static constexpr int kPRowBytes = kPRowElems * kElemBytes;
 
     static_assert(kNWarps % kWarpsSKeys == 0 && kNWarps % kWarpsDKKeys == 0 &&
-                  kNWarps % kWarpsDQRows == 0, "warps split each phase evenly");
+                      kNWarps % kWarpsDQRows == 0,
+                  "warps split each phase evenly");
     static_assert(kSKeysPerWarp % kMmaM == 0 && kDKKeysPerWarp % kMmaM == 0 &&
-                  kDQRowsPerWarp % kMmaM == 0, "warp tiles hold whole m16 tiles");
+                      kDQRowsPerWarp % kMmaM == 0,
+                  "warp tiles hold whole m16 tiles");
     static_assert(kSNTiles % 2 == 0 && kDKNTiles % 2 == 0 && kDQNTiles % 2 == 0,
                   "ldmatrix.x4 loads B fragments of n8 tiles in pairs");
     static_assert(kHeadDim % kMmaK == 0 && kBlockM % kMmaK == 0 && kBlockN % kMmaK == 0,
@@ -160,7 +162,6 @@ using BwdConfigD256 = Flash2BwdConfig<256, 32, 64, 4, 2, 2>;
  * Shared-memory plan
  * ------------------------------------------------------------------------------ */
 
-
 template <class Cfg>
 struct BwdSharedStorage {
     alignas(kSmemAlign) uint16_t K[Cfg::kBlockN * Cfg::kSmemRowElems];
@@ -186,10 +187,10 @@ static_assert(sizeof(BwdSharedStorage<BwdConfigD256>) <= kMaxSmemPerBlockSm80, "
 
 struct Flash2BwdParams {
     const void *q, *k, *v, *o, *dout;
-    const float *lse;        // natural log, [batch, heads_q, seqlen_q]
+    const float *lse;  // natural log, [batch, heads_q, seqlen_q]
     void *dq, *dk, *dv;
-    float *dq_accum;         // fp32, contiguous [batch, seqlen_q, heads_q, head_dim]
-    float *lse_log2, *D;     // fp32 [batch, heads_q, seqlen_q_rounded]
+    float *dq_accum;      // fp32, contiguous [batch, seqlen_q, heads_q, head_dim]
+    float *lse_log2, *D;  // fp32 [batch, heads_q, seqlen_q_rounded]
     // Element strides (head_dim is contiguous); dO uses O's, dQ Q's, dK K's, dV V's.
     int64_t q_batch_stride, q_head_stride;
     int64_t k_batch_stride, k_head_stride;
@@ -198,9 +199,9 @@ struct Flash2BwdParams {
     int q_row_stride, k_row_stride, v_row_stride, o_row_stride;
     int batch, seqlen_q, seqlen_k, seqlen_q_rounded;
     int heads_q, head_dim;
-    int q_per_kv;          // heads_q / heads_kv: query heads that share one kv head
+    int q_per_kv;  // heads_q / heads_kv: query heads that share one kv head
     float softmax_scale;
-    float scale_log2;      // softmax_scale · log2(e)
+    float scale_log2;  // softmax_scale · log2(e)
 };
 
 /* ---------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ static constexpr int kPreWarps = 8;  // rows per CTA of the pre- and postprocess
 
 template <class Element>
 __global__ void __launch_bounds__(kPreWarps *kWarpSize)
-flash2_bwd_preprocess_kernel(const __grid_constant__ Flash2BwdParams p)
+    flash2_bwd_preprocess_kernel(const __grid_constant__ Flash2BwdParams p)
 {
     using Ops = ElementOps<Element>;
     const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -230,8 +231,8 @@ flash2_bwd_preprocess_kernel(const __grid_constant__ Flash2BwdParams p)
         }
         return;
     }
-    const int64_t at = batch * p.o_batch_stride + (int64_t)i * p.o_row_stride +
-                       head * p.o_head_stride;
+    const int64_t at =
+        batch * p.o_batch_stride + (int64_t)i * p.o_row_stride + head * p.o_head_stride;
     const uint32_t *O = reinterpret_cast<const uint32_t *>(static_cast<const Element *>(p.o) + at);
     const uint32_t *dO =
         reinterpret_cast<const uint32_t *>(static_cast<const Element *>(p.dout) + at);
@@ -262,7 +263,7 @@ flash2_bwd_preprocess_kernel(const __grid_constant__ Flash2BwdParams p)
 
 template <class Element>
 __global__ void __launch_bounds__(kPreWarps *kWarpSize)
-flash2_bwd_postprocess_kernel(const __grid_constant__ Flash2BwdParams p)
+    flash2_bwd_postprocess_kernel(const __grid_constant__ Flash2BwdParams p)
 {
     using Ops = ElementOps<Element>;
     const int64_t pairs = (int64_t)p.batch * p.seqlen_q * p.heads_q * p.head_dim / 2;
@@ -305,35 +306,44 @@ flash2_bwd_postprocess_kernel(const __grid_constant__ Flash2BwdParams p)
  *                2 = (k 8-15, m 0-7) = a[2]; 3 = (k 8-15, m 8-15) = a[3]
  * ------------------------------------------------------------------------------ */
 
-static __device__ __forceinline__ int lane_row16(int lane) { return lane % kMmaM; }
-static __device__ __forceinline__ int lane_chunk16(int lane) { return lane / kMmaM; }
+static __device__ __forceinline__ int lane_row16(int lane)
+{
+    return lane % kMmaM;
+}
+static __device__ __forceinline__ int lane_chunk16(int lane)
+{
+    return lane / kMmaM;
+}
 static __device__ __forceinline__ int lane_row8x2(int lane)
 {
     return lane % kSwizzleChunks + kSwizzleChunks * (lane / kMmaM);
 }
-static __device__ __forceinline__ int lane_chunk8x2(int lane) { return (lane / kSwizzleChunks) % 2; }
+static __device__ __forceinline__ int lane_chunk8x2(int lane)
+{
+    return (lane / kSwizzleChunks) % 2;
+}
 
 /* Swizzled Q/dO/K/V tiles. */
 template <class Cfg>
 static __device__ __forceinline__ void ldsm_a_rows(uint32_t r[4], uint32_t tile, int row0,
                                                    int chunk0, int lane)
 {
-    fx_ldmatrix_x4(r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane),
-                                                  chunk0 + lane_chunk16(lane)));
+    fx_ldmatrix_x4(
+        r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane), chunk0 + lane_chunk16(lane)));
 }
 template <class Cfg>
 static __device__ __forceinline__ void ldsm_b_rows(uint32_t r[4], uint32_t tile, int row0,
                                                    int chunk0, int lane)
 {
-    fx_ldmatrix_x4(r, tile + swizzled_offset<Cfg>(row0 + lane_row8x2(lane),
-                                                  chunk0 + lane_chunk8x2(lane)));
+    fx_ldmatrix_x4(
+        r, tile + swizzled_offset<Cfg>(row0 + lane_row8x2(lane), chunk0 + lane_chunk8x2(lane)));
 }
 template <class Cfg>
 static __device__ __forceinline__ void ldsm_b_trans(uint32_t r[4], uint32_t tile, int row0,
                                                     int chunk0, int lane)
 {
-    fx_ldmatrix_x4_trans(r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane),
-                                                        chunk0 + lane_chunk16(lane)));
+    fx_ldmatrix_x4_trans(
+        r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane), chunk0 + lane_chunk16(lane)));
 }
 /* Byte offset of 16-byte chunk `chunk` of row `row` (a key) in a Pᵀ/dSᵀ tile, rows
  * kPRowBytes apart: XOR-swizzled like Q (swizzled_offset) when the rows are whole 128-byte
@@ -355,8 +365,8 @@ template <class Cfg>
 static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t tile, int row0,
                                                       int chunk0, int lane)
 {
-    fx_ldmatrix_x4_trans(r, tile + p_offset<Cfg>(row0 + lane_row8x2(lane),
-                                                 chunk0 + lane_chunk8x2(lane)));
+    fx_ldmatrix_x4_trans(
+        r, tile + p_offset<Cfg>(row0 + lane_row8x2(lane), chunk0 + lane_chunk8x2(lane)));
 }
 
 /*
@@ -377,9 +387,9 @@ static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t ti
 template <class Cfg, class Element, bool kCausal, bool kMasked>
 static __device__ __forceinline__ void store_p_ds(
     const float (&acc_s)[Cfg::kSMTiles][Cfg::kSNTiles][4],
-    const float (&acc_dp)[Cfg::kSMTiles][Cfg::kSNTiles][4], const float *lse_log2,
-    const float *D, unsigned char *p_tile, unsigned char *ds_tile, int key_base, int q_base,
-    int lane, int key0, int q_block0, const Flash2BwdParams &p)
+    const float (&acc_dp)[Cfg::kSMTiles][Cfg::kSNTiles][4], const float *lse_log2, const float *D,
+    unsigned char *p_tile, unsigned char *ds_tile, int key_base, int q_base, int lane, int key0,
+    int q_block0, const Flash2BwdParams &p)
 {
     using Ops = ElementOps<Element>;
     const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
@@ -441,7 +451,7 @@ static __device__ __forceinline__ void store_p_ds(
 
 template <class Cfg, class Element, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kNThreads, 1)
-flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
+    flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
 {
     extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
     BwdSharedStorage<Cfg> &smem = *reinterpret_cast<BwdSharedStorage<Cfg> *>(smem_raw);
@@ -483,13 +493,13 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         if (rows_valid >= Cfg::kBlockM) {
             load_tile<Cfg, Cfg::kBlockM, false>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride,
                                                 rows_valid);
-            load_tile<Cfg, Cfg::kBlockM, false>(sdO0 + stage * kQStageBytes, dO,
-                                                p.o_row_stride, rows_valid);
+            load_tile<Cfg, Cfg::kBlockM, false>(sdO0 + stage * kQStageBytes, dO, p.o_row_stride,
+                                                rows_valid);
         } else {
             load_tile<Cfg, Cfg::kBlockM, true>(sQ0 + stage * kQStageBytes, Q, p.q_row_stride,
                                                rows_valid);
-            load_tile<Cfg, Cfg::kBlockM, true>(sdO0 + stage * kQStageBytes, dO,
-                                               p.o_row_stride, rows_valid);
+            load_tile<Cfg, Cfg::kBlockM, true>(sdO0 + stage * kQStageBytes, dO, p.o_row_stride,
+                                               rows_valid);
         }
         // LSE_log2 and D are padded to whole Q blocks (kRowPad): no row test needed.
         const int64_t stat0 = ((int64_t)batch * p.heads_q + head) * p.seqlen_q_rounded + row0;
@@ -499,9 +509,8 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
             fx_cp_async_cg_16(fx_smem_addr(&smem.LSE_log2[stage][tid * kFloatsPerChunk]),
                               p.lse_log2 + stat0 + tid * kFloatsPerChunk, true);
         else if (tid < 2 * kStatChunks)
-            fx_cp_async_cg_16(
-                fx_smem_addr(&smem.D[stage][(tid - kStatChunks) * kFloatsPerChunk]),
-                p.D + stat0 + (tid - kStatChunks) * kFloatsPerChunk, true);
+            fx_cp_async_cg_16(fx_smem_addr(&smem.D[stage][(tid - kStatChunks) * kFloatsPerChunk]),
+                              p.D + stat0 + (tid - kStatChunks) * kFloatsPerChunk, true);
     };
 
     // (head, m_block) of the iteration in flight and of the next one: the GQA loop order
@@ -605,14 +614,12 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
             unsigned char *ds_tile = reinterpret_cast<unsigned char *>(smem.dS);
             if (masked)
                 store_p_ds<Cfg, Element, kCausal, true>(acc_s, acc_dp, smem.LSE_log2[stage],
-                                                        smem.D[stage], p_tile, ds_tile,
-                                                        key_base, q_base, lane, key0, q_block0,
-                                                        p);
+                                                        smem.D[stage], p_tile, ds_tile, key_base,
+                                                        q_base, lane, key0, q_block0, p);
             else
                 store_p_ds<Cfg, Element, kCausal, false>(acc_s, acc_dp, smem.LSE_log2[stage],
-                                                         smem.D[stage], p_tile, ds_tile,
-                                                         key_base, q_base, lane, key0,
-                                                         q_block0, p);
+                                                         smem.D[stage], p_tile, ds_tile, key_base,
+                                                         q_base, lane, key0, q_block0, p);
         }
         // Every warp's Pᵀ and dSᵀ are in shared memory before any warp reads them.
         __syncthreads();
@@ -620,8 +627,7 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         // ---- Phase B: dV += Pᵀ·dO, dK += dSᵀ·Q (warp: its keys × its head_dim columns) ----
         {
             const int key_base = (warp % Cfg::kWarpsDKKeys) * Cfg::kDKKeysPerWarp;
-            const int chunk_base =
-                (warp / Cfg::kWarpsDKKeys) * Cfg::kDKColsPerWarp / kChunkElems;
+            const int chunk_base = (warp / Cfg::kWarpsDKKeys) * Cfg::kDKColsPerWarp / kChunkElems;
 #pragma unroll
             for (int kk = 0; kk < Cfg::kBlockM / kMmaK; ++kk) {
                 uint32_t a_p[Cfg::kDKMTiles][4], a_ds[Cfg::kDKMTiles][4];
@@ -660,8 +666,7 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         // mode).
         {
             const int q_base = (warp % Cfg::kWarpsDQRows) * Cfg::kDQRowsPerWarp;
-            const int chunk_base =
-                (warp / Cfg::kWarpsDQRows) * Cfg::kDQColsPerWarp / kChunkElems;
+            const int chunk_base = (warp / Cfg::kWarpsDQRows) * Cfg::kDQColsPerWarp / kChunkElems;
             float acc_dq[Cfg::kDQMTiles][Cfg::kDQNTiles][4];
 #pragma unroll
             for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
@@ -675,8 +680,8 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
                 uint32_t a[Cfg::kDQMTiles][4];
 #pragma unroll
                 for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
-                    ldsm_a_trans_p<Cfg>(a[mt], sdS, kk * kMmaK,
-                                        (q_base + mt * kMmaM) / kChunkElems, lane);
+                    ldsm_a_trans_p<Cfg>(a[mt], sdS, kk * kMmaK, (q_base + mt * kMmaM) / kChunkElems,
+                                        lane);
 #pragma unroll
                 for (int dp = 0; dp < Cfg::kDQNTiles / 2; ++dp) {
                     uint32_t b[4];
@@ -695,10 +700,10 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
             // apart, so each pair is 8-byte aligned, as red.global.add.v2.f32 needs, given a
             // workspace aligned to 16 bytes (fx_flash2_backward checks it).
             const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
-            float *dq_block = p.dq_accum +
-                              (((int64_t)batch * p.seqlen_q + q_block0) * p.heads_q + head) *
-                                  Cfg::kHeadDim +
-                              chunk_base * kChunkElems + 2 * t;
+            float *dq_block =
+                p.dq_accum +
+                (((int64_t)batch * p.seqlen_q + q_block0) * p.heads_q + head) * Cfg::kHeadDim +
+                chunk_base * kChunkElems + 2 * t;
             const int dq_row_stride = p.heads_q * Cfg::kHeadDim;
 #pragma unroll
             for (int mt = 0; mt < Cfg::kDQMTiles; ++mt)
@@ -723,10 +728,10 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
         const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
         const int key_base = (warp % Cfg::kWarpsDKKeys) * Cfg::kDKKeysPerWarp;
         const int col_base = (warp / Cfg::kWarpsDKKeys) * Cfg::kDKColsPerWarp + 2 * t;
-        Element *dK = static_cast<Element *>(p.dk) + batch * p.k_batch_stride +
-                      head_kv * p.k_head_stride;
-        Element *dV = static_cast<Element *>(p.dv) + batch * p.v_batch_stride +
-                      head_kv * p.v_head_stride;
+        Element *dK =
+            static_cast<Element *>(p.dk) + batch * p.k_batch_stride + head_kv * p.k_head_stride;
+        Element *dV =
+            static_cast<Element *>(p.dv) + batch * p.v_batch_stride + head_kv * p.v_head_stride;
 #pragma unroll
         for (int mt = 0; mt < Cfg::kDKMTiles; ++mt)
 #pragma unroll
@@ -751,10 +756,16 @@ flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
  * Host launcher
  * ------------------------------------------------------------------------------ */
 
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
 static constexpr size_t kWorkspaceAlign = 256;  // each workspace array starts on 256 bytes
 
-static int seqlen_q_rounded_of(int seqlen_q) { return (int)align_up((size_t)seqlen_q, kRowPad); }
+static int seqlen_q_rounded_of(int seqlen_q)
+{
+    return (int)align_up((size_t)seqlen_q, kRowPad);
+}
 
 /* Workspace: dQaccum (fp32, Q's contiguous shape), then LSE_log2 and D (fp32, padded). */
 extern "C" size_t fx_flash2_bwd_workspace_bytes(const fx_problem *p)
@@ -799,9 +810,8 @@ static cudaError_t launch_bwd(const fx_bwd_args *a)
 
     // Preprocess: one warp per row of the padded statistics.
     const int64_t stat_rows = (int64_t)pr->batch * pr->heads_q * p.seqlen_q_rounded;
-    flash2_bwd_preprocess_kernel<Element>
-        <<<(unsigned)((stat_rows + kPreWarps - 1) / kPreWarps), kPreWarps * kWarpSize, 0,
-           a->stream>>>(p);
+    flash2_bwd_preprocess_kernel<Element><<<(unsigned)((stat_rows + kPreWarps - 1) / kPreWarps),
+                                            kPreWarps * kWarpSize, 0, a->stream>>>(p);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return err;
@@ -814,8 +824,8 @@ static cudaError_t launch_bwd(const fx_bwd_args *a)
     // at the sizes that matter (4096/128 × 16 × 4 = 2048).
     const size_t smem_bytes = sizeof(BwdSharedStorage<Cfg>);
     auto kernel = flash2_bwd_kernel<Cfg, Element, kCausal>;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)smem_bytes);
+    err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
     if (err != cudaSuccess)
         return err;
     const dim3 grid((unsigned)((pr->seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN),
@@ -830,8 +840,8 @@ static cudaError_t launch_bwd(const fx_bwd_args *a)
     const int64_t pairs = (int64_t)fx_numel_q(pr) / 2;
     const int64_t blocks = (pairs + kPreWarps * kWarpSize - 1) / (kPreWarps * kWarpSize);
     flash2_bwd_postprocess_kernel<Element>
-        <<<(unsigned)(blocks < kPostBlocksMax ? blocks : kPostBlocksMax), kPreWarps * kWarpSize,
-           0, a->stream>>>(p);
+        <<<(unsigned)(blocks < kPostBlocksMax ? blocks : kPostBlocksMax), kPreWarps * kWarpSize, 0,
+           a->stream>>>(p);
     return cudaGetLastError();
 }
 

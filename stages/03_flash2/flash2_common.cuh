@@ -30,7 +30,10 @@ static constexpr int kElemBytes = 2;  // bf16 and fp16
 static constexpr int kSwizzleChunks = 8;
 static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
 
-static constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
+static constexpr int ceil_div_constexpr(int a, int b)
+{
+    return (a + b - 1) / b;
+}
 
 /* Byte offset of chunk `chunk` of row `row` in a swizzled tile. */
 template <class Cfg>
@@ -164,8 +167,7 @@ static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Eleme
         const bool valid = !kCheckRows || row0 + pass * kRowsPerPass < rows_valid;
         // A row past the end reads nothing, from the tile's first element.
         const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
-        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset,
-                          valid);
+        fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset, valid);
     }
 }
 

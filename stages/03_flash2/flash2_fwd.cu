@@ -49,8 +49,8 @@ static constexpr int kStages = 2;
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocksPerSm_>
 struct Flash2Config {
     static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kBlockM = kBlockM_;   // query rows per CTA
-    static constexpr int kBlockN = kBlockN_;   // keys per K/V block
+    static constexpr int kBlockM = kBlockM_;  // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;  // keys per K/V block
     static constexpr int kNWarps = kNWarps_;
     static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;  // CTAs per SM the smem plan allows
     static constexpr int kNThreads = kNWarps * kWarpSize;
@@ -59,13 +59,13 @@ struct Flash2Config {
     // ldmatrix feeds two mma (half the shared-memory traffic per FLOP of one tile).
     static constexpr int kRowsPerWarp = kBlockM / kNWarps;
     static constexpr int kMTiles = kRowsPerWarp / kMmaM;
-    static constexpr int kNTiles = kBlockN / kMmaN;    // n8 tiles of a warp's S rows
-    static constexpr int kDTiles = kHeadDim / kMmaN;   // n8 tiles of a warp's O rows
+    static constexpr int kNTiles = kBlockN / kMmaN;         // n8 tiles of a warp's S rows
+    static constexpr int kDTiles = kHeadDim / kMmaN;        // n8 tiles of a warp's O rows
     static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
     // A shared-memory row is head_dim rounded up to whole 128-byte lines (64 elements), so
     // the XOR swizzle below never leaves its row; only head_dim 96 is padded (to 128).
-    static constexpr int kSmemRowElems = ceil_div_constexpr(kHeadDim, kSwizzleRowElems) *
-                                         kSwizzleRowElems;
+    static constexpr int kSmemRowElems =
+        ceil_div_constexpr(kHeadDim, kSwizzleRowElems) * kSwizzleRowElems;
     static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
     static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
 
@@ -153,10 +153,10 @@ struct Flash2FwdParams {
     int q_row_stride, k_row_stride, v_row_stride, o_row_stride;
     int seqlen_q, seqlen_k;
     int heads_q;
-    int q_per_kv;          // heads_q / heads_kv: query heads that share one kv head
-    uint32_t q_per_kv_mul; // head / q_per_kv = umulhi(head, q_per_kv_mul) (see kv_head_of)
-    float softmax_scale;   // for the LSE, in natural-log units
-    float scale_log2;      // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
+    int q_per_kv;           // heads_q / heads_kv: query heads that share one kv head
+    uint32_t q_per_kv_mul;  // head / q_per_kv = umulhi(head, q_per_kv_mul) (see kv_head_of)
+    float softmax_scale;    // for the LSE, in natural-log units
+    float scale_log2;       // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
 };
 
 /*
@@ -187,8 +187,8 @@ static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_
  * (·16 bytes) is `key`: the step's two chunks inside their 128-byte line are XORed with
  * the key; whole lines are added, so the compiler keeps at most four XORed values alive
  * and folds the rest into the instruction's immediate offset. */
-static constexpr int kLineBytes = kSwizzleChunks * kChunkBytes;   // 128
-static constexpr int kStepsPerLine = kSwizzleChunks / 2;          // k16 steps per line
+static constexpr int kLineBytes = kSwizzleChunks * kChunkBytes;  // 128
+static constexpr int kStepsPerLine = kSwizzleChunks / 2;         // k16 steps per line
 static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
 {
     return (((step % kStepsPerLine) * 2 * kChunkBytes) ^ key) + (step / kStepsPerLine) * kLineBytes;
@@ -196,11 +196,11 @@ static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
 
 /* Per-lane state of the fragments (layouts drawn above attention_block). */
 struct LaneAddrs {
-    uint32_t q;       // this lane's ldmatrix row of the warp's first Q m-tile
-    uint32_t k_row;   // byte offset of this lane's ldmatrix row in a K tile (before XOR)
-    uint32_t v_row;   // the same in a V tile
-    uint32_t key_a;   // XOR key ·16 of the Q and V loads
-    uint32_t key_b;   // XOR key ·16 of the K loads
+    uint32_t q;      // this lane's ldmatrix row of the warp's first Q m-tile
+    uint32_t k_row;  // byte offset of this lane's ldmatrix row in a K tile (before XOR)
+    uint32_t v_row;  // the same in a V tile
+    uint32_t key_a;  // XOR key ·16 of the Q and V loads
+    uint32_t key_b;  // XOR key ·16 of the K loads
 };
 
 /* Made afresh for every K/V block from the uncached thread index, rather than kept in
@@ -351,14 +351,13 @@ static __device__ __forceinline__ void attention_block(
             for (int n = 0; n < Cfg::kNTiles; ++n)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float p =
-                        fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
+                    const float p = fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
                     acc_s[i][n][2 * h + e] = p;
                     row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
                 }
         }
 
-    // ---- O += P·V, P converted from the S accumulators in registers ----
+        // ---- O += P·V, P converted from the S accumulators in registers ----
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
         uint32_t a[kM][4];
@@ -372,8 +371,8 @@ static __device__ __forceinline__ void attention_block(
 #pragma unroll
         for (int dp = 0; dp < Cfg::kDTiles / 2; ++dp) {
             uint32_t b[4];
-            fx_ldmatrix_x4_trans(b, sV + la.v_row + kk * kTileRowBytes +
-                                        swizzled_step(dp, la.key_a));
+            fx_ldmatrix_x4_trans(b,
+                                 sV + la.v_row + kk * kTileRowBytes + swizzled_step(dp, la.key_a));
 #pragma unroll
             for (int i = 0; i < kM; ++i) {
                 Ops::mma(acc_o[i][2 * dp], a[i], b[0], b[1]);
@@ -389,8 +388,8 @@ static __device__ __forceinline__ void attention_block(
 
 /* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride,
-                                                         float *LSE, int rows_valid, int tid)
+static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
+                                                         int rows_valid, int tid)
 {
     const int rows = min(Cfg::kBlockM, rows_valid);
     for (int idx = tid; idx < rows * Cfg::kChunks; idx += Cfg::kNThreads) {
@@ -408,7 +407,7 @@ static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_s
 
 template <class Cfg, class Element, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
-flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
+    flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
 {
     extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
     SharedStorage<Cfg> &smem = *reinterpret_cast<SharedStorage<Cfg> *>(smem_raw);
@@ -423,14 +422,14 @@ flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
 
     const Element *Q = static_cast<const Element *>(p.q) + batch * p.q_batch_stride +
                        head * p.q_head_stride + (int64_t)m_block * Cfg::kBlockM * p.q_row_stride;
-    const Element *K = static_cast<const Element *>(p.k) + batch * p.k_batch_stride +
-                       head_kv * p.k_head_stride;
-    const Element *V = static_cast<const Element *>(p.v) + batch * p.v_batch_stride +
-                       head_kv * p.v_head_stride;
+    const Element *K =
+        static_cast<const Element *>(p.k) + batch * p.k_batch_stride + head_kv * p.k_head_stride;
+    const Element *V =
+        static_cast<const Element *>(p.v) + batch * p.v_batch_stride + head_kv * p.v_head_stride;
     Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
                  (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
-    float *LSE = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q +
-                 (int64_t)m_block * Cfg::kBlockM;
+    float *LSE =
+        p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + (int64_t)m_block * Cfg::kBlockM;
 
     // K/V blocks [0, n_block_max) hold a key some row of this block sees. Causal early exit:
     // the blocks past the last row's diagonal are never loaded (FA2 §3.1.1).
@@ -438,8 +437,8 @@ flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
     if (kCausal) {
         const int last_row = m_block * Cfg::kBlockM + min(Cfg::kBlockM, rows_valid) - 1;
         const int keys_seen = last_row + 1 + p.seqlen_k - p.seqlen_q;
-        n_block_max = keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) /
-                                                                  Cfg::kBlockN);
+        n_block_max =
+            keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) / Cfg::kBlockN);
     }
     if (n_block_max == 0) {
         write_empty_block<Cfg>(O, p.o_row_stride, LSE, rows_valid, tid);
@@ -504,12 +503,12 @@ flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
         const uint32_t sK = sK0 + stage * kStageBytes, sV = sV0 + stage * kStageBytes;
         if (n_block >= n_block_unmasked)
             attention_block<Cfg, Element, kCausal, true>(acc_o, row_max, row_sum, sQ, sK, sV,
-                                                         n_block, m_block, p.seqlen_q,
-                                                         p.seqlen_k, p.scale_log2);
+                                                         n_block, m_block, p.seqlen_q, p.seqlen_k,
+                                                         p.scale_log2);
         else
             attention_block<Cfg, Element, kCausal, false>(acc_o, row_max, row_sum, sQ, sK, sV,
-                                                          n_block, m_block, p.seqlen_q,
-                                                          p.seqlen_k, p.scale_log2);
+                                                          n_block, m_block, p.seqlen_q, p.seqlen_k,
+                                                          p.scale_log2);
     }
 
     // ---- Epilogue: ℓ over the row, O /= ℓ once (FA2 Algorithm 1, line 12), LSE ----
@@ -560,8 +559,8 @@ flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
         if (chunk < Cfg::kChunks) {
 #pragma unroll
             for (int pass = 0; pass < Cfg::kRowsPerWarp / kRowsPerCopy; ++pass) {
-                const int r = warp * Cfg::kRowsPerWarp + lane / Cfg::kSmemChunks +
-                              pass * kRowsPerCopy;
+                const int r =
+                    warp * Cfg::kRowsPerWarp + lane / Cfg::kSmemChunks + pass * kRowsPerCopy;
                 if (r < rows_valid)
                     *reinterpret_cast<uint4 *>(O + r * p.o_row_stride + chunk * kChunkElems) =
                         *reinterpret_cast<const uint4 *>(
@@ -609,8 +608,8 @@ static cudaError_t launch(const fx_fwd_args *a)
     const size_t smem_bytes = sizeof(SharedStorage<Cfg>);
     auto kernel = flash2_fwd_kernel<Cfg, Element, kCausal>;
     // Past 48 KiB of dynamic shared memory a kernel must opt in.
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)smem_bytes);
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
     if (err != cudaSuccess)
         return err;
     const dim3 grid((unsigned)((pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),
@@ -641,11 +640,26 @@ static cudaError_t launch_dtype(const fx_fwd_args *a)
 extern "C" void fx_flash2_fwd_tiles(int head_dim, int *block_m, int *block_n)
 {
     switch (head_dim) {
-    case 64: *block_m = ConfigD64::kBlockM; *block_n = ConfigD64::kBlockN; return;
-    case 96: *block_m = ConfigD96::kBlockM; *block_n = ConfigD96::kBlockN; return;
-    case 128: *block_m = ConfigD128::kBlockM; *block_n = ConfigD128::kBlockN; return;
-    case 256: *block_m = ConfigD256::kBlockM; *block_n = ConfigD256::kBlockN; return;
-    default: *block_m = 0; *block_n = 0; return;
+    case 64:
+        *block_m = ConfigD64::kBlockM;
+        *block_n = ConfigD64::kBlockN;
+        return;
+    case 96:
+        *block_m = ConfigD96::kBlockM;
+        *block_n = ConfigD96::kBlockN;
+        return;
+    case 128:
+        *block_m = ConfigD128::kBlockM;
+        *block_n = ConfigD128::kBlockN;
+        return;
+    case 256:
+        *block_m = ConfigD256::kBlockM;
+        *block_n = ConfigD256::kBlockN;
+        return;
+    default:
+        *block_m = 0;
+        *block_n = 0;
+        return;
     }
 }
 

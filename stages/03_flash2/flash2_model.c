@@ -34,12 +34,16 @@
 /* exp(x) = 2^(x·log2 e), as the kernels compute it. */
 static const float kLog2e = 1.4426950408889634f;
 
-static int div_up(int a, int b) { return (a + b - 1) / b; }
+static int div_up(int a, int b)
+{
+    return (a + b - 1) / b;
+}
 
 static void *xmalloc(size_t n)
 {
     void *ptr = malloc(n ? n : 1);
-    if (!ptr) abort();
+    if (!ptr)
+        abort();
     return ptr;
 }
 
@@ -58,7 +62,8 @@ static size_t row_offset(int seqlen, int heads, int head_dim, int b, int row, in
 static float dot(const float *x, const float *y, int n)
 {
     float acc = 0.0f;
-    for (int d = 0; d < n; ++d) acc += x[d] * y[d];
+    for (int d = 0; d < n; ++d)
+        acc += x[d] * y[d];
     return acc;
 }
 
@@ -72,7 +77,8 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
     const float scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
     const fx_flash2_tiles tiles = fx_flash2_tiles_for(head_dim, false);
     const int kBlockM = tiles.block_m, kBlockN = tiles.block_n;
-    if (kBlockM == 0) abort(); /* the harness refuses other head_dims before this */
+    if (kBlockM == 0)
+        abort(); /* the harness refuses other head_dims before this */
 
     float *acc_o = xmalloc((size_t)head_dim * sizeof(float));
     float *S = xmalloc((size_t)kBlockN * sizeof(float));
@@ -85,12 +91,17 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                 int n_block_max = div_up(seqlen_k, kBlockN);
                 if (p->causal) {
                     const int last_row = m_block * kBlockM + kBlockM - 1 < seqlen_q
-                                             ? m_block * kBlockM + kBlockM - 1 : seqlen_q - 1;
+                                             ? m_block * kBlockM + kBlockM - 1
+                                             : seqlen_q - 1;
                     const int keys_seen = last_row + 1 + seqlen_k - seqlen_q;
-                    n_block_max = keys_seen <= 0 ? 0 : div_up(keys_seen < seqlen_k ? keys_seen : seqlen_k, kBlockN);
+                    n_block_max =
+                        keys_seen <= 0
+                            ? 0
+                            : div_up(keys_seen < seqlen_k ? keys_seen : seqlen_k, kBlockN);
                 }
                 /* Rows are independent: each runs the block loop on its own. */
-                for (int row = m_block * kBlockM; row < (m_block + 1) * kBlockM && row < seqlen_q; ++row) {
+                for (int row = m_block * kBlockM; row < (m_block + 1) * kBlockM && row < seqlen_q;
+                     ++row) {
                     const float *q_row = q + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
                     float row_max = -INFINITY, row_sum = 0.0f;
                     memset(acc_o, 0, (size_t)head_dim * sizeof(float));
@@ -101,7 +112,10 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                         for (int c = 0; c < kBlockN; ++c) {
                             const int key = key0 + c;
                             S[c] = key_visible(p, row, key)
-                                       ? dot(q_row, k + row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv), head_dim)
+                                       ? dot(q_row,
+                                             k + row_offset(seqlen_k, p->heads_kv, head_dim, b, key,
+                                                            h_kv),
+                                             head_dim)
                                        : -INFINITY;
                             m_new = fmaxf(m_new, S[c]);
                         }
@@ -116,14 +130,18 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                         const float alpha = exp2f(m_scaled_old - m_scaled);
                         row_max = m_new;
                         row_sum *= alpha;
-                        for (int col = 0; col < head_dim; ++col) acc_o[col] *= alpha;
+                        for (int col = 0; col < head_dim; ++col)
+                            acc_o[col] *= alpha;
                         for (int c = 0; c < kBlockN; ++c) {
                             const float P = exp2f(fmaf(S[c], scale_log2, -m_scaled));
                             row_sum += P;
-                            if (key0 + c >= seqlen_k) continue; /* P = 0; V zero-filled there */
+                            if (key0 + c >= seqlen_k)
+                                continue; /* P = 0; V zero-filled there */
                             const float P_rounded = fx_round(p->dtype, P);
-                            const float *v_row = v + row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv);
-                            for (int col = 0; col < head_dim; ++col) acc_o[col] += P_rounded * v_row[col];
+                            const float *v_row =
+                                v + row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv);
+                            for (int col = 0; col < head_dim; ++col)
+                                acc_o[col] += P_rounded * v_row[col];
                         }
                     }
                     /* Epilogue (lines 12-13): O /= ℓ, LSE; a row that saw no key: O = 0, -inf. */
@@ -143,8 +161,8 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
 
 /* FA2 Algorithm 2, as the three kernels of flash2_bwd.cu. */
 static void flash2_backward(const fx_problem *p, const float *q, const float *k, const float *v,
-                            const float *o, const float *lse, const float *dout,
-                            float *dq, float *dk, float *dv)
+                            const float *o, const float *lse, const float *dout, float *dq,
+                            float *dk, float *dv)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
@@ -152,7 +170,8 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
     const float scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
     const fx_flash2_tiles tiles = fx_flash2_tiles_for(head_dim, true);
     const int kBlockM = tiles.block_m, kBlockN = tiles.block_n;
-    if (kBlockM == 0) abort();
+    if (kBlockM == 0)
+        abort();
     const size_t n_rows = (size_t)p->batch * p->heads_q * seqlen_q;
     const size_t nq = fx_numel_q(p);
 
@@ -160,7 +179,8 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
     float *D = xmalloc(n_rows * sizeof(float));
     float *lse_log2 = xmalloc(n_rows * sizeof(float));
     float *dq_accum = calloc(nq ? nq : 1, sizeof(float));
-    if (!dq_accum) abort();
+    if (!dq_accum)
+        abort();
     for (int b = 0; b < p->batch; ++b)
         for (int h = 0; h < p->heads_q; ++h)
             for (int i = 0; i < seqlen_q; ++i) {
@@ -188,19 +208,24 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
                 memset(dV_acc, 0, (size_t)kBlockN * head_dim * sizeof(float));
                 for (int g = 0; g < group; ++g) {
                     const int h = h_kv * group + g;
-                    for (int m_block = m_block_min; m_block < div_up(seqlen_q, kBlockM); ++m_block) {
+                    for (int m_block = m_block_min; m_block < div_up(seqlen_q, kBlockM);
+                         ++m_block) {
                         memset(dQ_part, 0, (size_t)kBlockM * head_dim * sizeof(float));
                         for (int r = 0; r < kBlockM; ++r) {
                             const int row = m_block * kBlockM + r;
-                            if (row >= seqlen_q) break;
-                            const size_t q_at = row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
+                            if (row >= seqlen_q)
+                                break;
+                            const size_t q_at =
+                                row_offset(seqlen_q, p->heads_q, head_dim, b, row, h);
                             const float *q_row = q + q_at, *do_row = dout + q_at;
                             const size_t s = ((size_t)b * p->heads_q + h) * seqlen_q + row;
                             for (int c = 0; c < kBlockN; ++c) {
                                 const int key = key0 + c;
                                 /* Masked explicitly: a row that sees no key has LSE_log2 = 0. */
-                                if (!key_visible(p, row, key)) continue; /* P = dS = 0 */
-                                const size_t kv_at = row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv);
+                                if (!key_visible(p, row, key))
+                                    continue; /* P = dS = 0 */
+                                const size_t kv_at =
+                                    row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv);
                                 const float S = dot(q_row, k + kv_at, head_dim);
                                 const float P = exp2f(fmaf(S, scale_log2, -lse_log2[s]));
                                 const float dP = dot(do_row, v + kv_at, head_dim);
@@ -210,27 +235,32 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
                                 for (int col = 0; col < head_dim; ++col) {
                                     dV_acc[(size_t)c * head_dim + col] += P_rounded * do_row[col];
                                     dK_acc[(size_t)c * head_dim + col] += dS_rounded * q_row[col];
-                                    dQ_part[(size_t)r * head_dim + col] += dS_rounded * k[kv_at + col];
+                                    dQ_part[(size_t)r * head_dim + col] +=
+                                        dS_rounded * k[kv_at + col];
                                 }
                             }
                             /* red.global.add of the block's partial product. */
                             float *acc = dq_accum + q_at;
-                            for (int col = 0; col < head_dim; ++col) acc[col] += dQ_part[(size_t)r * head_dim + col];
+                            for (int col = 0; col < head_dim; ++col)
+                                acc[col] += dQ_part[(size_t)r * head_dim + col];
                         }
                     }
                 }
                 /* Epilogue: dK = scale·dK, dV, rounded once. */
                 for (int c = 0; c < kBlockN && key0 + c < seqlen_k; ++c) {
-                    const size_t kv_at = row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv);
+                    const size_t kv_at =
+                        row_offset(seqlen_k, p->heads_kv, head_dim, b, key0 + c, h_kv);
                     for (int col = 0; col < head_dim; ++col) {
-                        dk[kv_at + col] = fx_round(p->dtype, dK_acc[(size_t)c * head_dim + col] * scale);
+                        dk[kv_at + col] =
+                            fx_round(p->dtype, dK_acc[(size_t)c * head_dim + col] * scale);
                         dv[kv_at + col] = fx_round(p->dtype, dV_acc[(size_t)c * head_dim + col]);
                     }
                 }
             }
 
     /* Postprocess: dQ = scale·dQaccum in the dtype. */
-    for (size_t e = 0; e < nq; ++e) dq[e] = fx_round(p->dtype, dq_accum[e] * scale);
+    for (size_t e = 0; e < nq; ++e)
+        dq[e] = fx_round(p->dtype, dq_accum[e] * scale);
 
     free(D);
     free(lse_log2);

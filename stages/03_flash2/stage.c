@@ -53,10 +53,11 @@ static int flash2_check_problem(const fx_problem *p, bool backward, char *why, s
     if (fx_check_ffma_softmax_scale(p, "03_flash2", why, why_len))
         return 2;
     if (backward && p->softmax_scale > FLASH2_BWD_MAX_SCALE) {
-        snprintf(why, why_len,
-                 "03_flash2's backward takes softmax_scale up to %g (got %g): it folds the scale "
-                 "into one fp32 FFMA, and at larger |S|·scale the rounding of P breaks dS = P(dP - D)",
-                 FLASH2_BWD_MAX_SCALE, p->softmax_scale);
+        snprintf(
+            why, why_len,
+            "03_flash2's backward takes softmax_scale up to %g (got %g): it folds the scale "
+            "into one fp32 FFMA, and at larger |S|·scale the rounding of P breaks dS = P(dP - D)",
+            FLASH2_BWD_MAX_SCALE, p->softmax_scale);
         return 2;
     }
     if (fx_check_grid_heads_batch(p, "03_flash2", why, why_len))
@@ -77,23 +78,25 @@ const fx_stage fx_stage_03_flash2 = {
     .summary = "FlashAttention-2: one CTA per Q block with the K/V loop inside, split-Q warps, "
                "deferred 1/l, LSE; mma.sync + ldmatrix + cp.async; causal early exit; KV-parallel "
                "backward with dQ by fp32 atomics",
-    .caps = {
-        .head_dims = {64, 96, 128, 256},  /* one tile configuration per head_dim */
-        .n_head_dims = 4,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = true,
-        .deterministic_backward = false, /* dQ accumulates by fp32 atomics across CTAs */
-        .min_sm = 80,
-        .sm90a_only = false,
-        .limits = "heads_q and batch at most 65535 (grid); "
-                  "softmax_scale at most 1000 (8 for the backward); head_dim 256 needs 192 KiB of "
-                  "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
-                  "backward needs 162, 113, 161 and 139 KiB at head_dim 64, 96, 128, 256 "
-                  "(A100 and Hopper); fp16 with very large logits (|softmax_scale·S| of "
-                  "1e4 and more) can miss the pass rule (docs/03_flash2.md)",
-    },
+    .caps =
+        {
+            .head_dims = {64, 96, 128, 256}, /* one tile configuration per head_dim */
+            .n_head_dims = 4,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = true,
+            .deterministic_backward = false, /* dQ accumulates by fp32 atomics across CTAs */
+            .min_sm = 80,
+            .sm90a_only = false,
+            .limits =
+                "heads_q and batch at most 65535 (grid); "
+                "softmax_scale at most 1000 (8 for the backward); head_dim 256 needs 192 KiB of "
+                "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
+                "backward needs 162, 113, 161 and 139 KiB at head_dim 64, 96, 128, 256 "
+                "(A100 and Hopper); fp16 with very large logits (|softmax_scale·S| of "
+                "1e4 and more) can miss the pass rule (docs/03_flash2.md)",
+        },
     .workspace_bytes = flash2_workspace_bytes,
     .check_problem = flash2_check_problem,
     .forward = fx_flash2_forward,

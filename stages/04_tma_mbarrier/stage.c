@@ -34,23 +34,25 @@ const fx_stage fx_stage_04_tma_mbarrier = {
     .summary = "stage 03's forward with its data movement on TMA: Q, K, V loaded by "
                "cp.async.bulk.tensor into 128B-swizzled smem, completing on mbarriers "
                "(expect_tx, parity waits) in a two-stage ring; O stored by TMA",
-    .caps = {
-        .head_dims = {64, 128, 256},  /* one tile configuration per head_dim */
-        .n_head_dims = 3,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = false,
-        .deterministic_backward = false,
-        .min_sm = 90,
-        .sm90a_only = true,
-        .limits = "heads_q and batch at most 65535 (grid); "
-                  "softmax_scale at most 1000; head_dim 64, 128, 256 only: with the "
-                  "128-byte swizzle a TMA box row is at most 64 elements, and a row of 96 is not "
-                  "whole 64-column boxes (docs/04_tma_mbarrier.md, exercises); shared memory "
-                  "per block 50, 66 and 194 KiB at head_dim 64, 128, 256 (Hopper); strides "
-                  "multiples of 16 bytes (tensor maps); no backward (stage 03's)",
-    },
+    .caps =
+        {
+            .head_dims = {64, 128, 256}, /* one tile configuration per head_dim */
+            .n_head_dims = 3,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = false,
+            .deterministic_backward = false,
+            .min_sm = 90,
+            .sm90a_only = true,
+            .limits =
+                "heads_q and batch at most 65535 (grid); "
+                "softmax_scale at most 1000; head_dim 64, 128, 256 only: with the "
+                "128-byte swizzle a TMA box row is at most 64 elements, and a row of 96 is not "
+                "whole 64-column boxes (docs/04_tma_mbarrier.md, exercises); shared memory "
+                "per block 50, 66 and 194 KiB at head_dim 64, 128, 256 (Hopper); strides "
+                "multiples of 16 bytes (tensor maps); no backward (stage 03's)",
+        },
     .workspace_bytes = NULL,
     .check_problem = tma_check_problem,
     .forward = fx_stage04_forward,

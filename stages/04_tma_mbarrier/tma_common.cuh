@@ -34,7 +34,10 @@ static constexpr int kSwizzleChunks = 8;
 static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
 static constexpr int kSwizzleRowBytes = kSwizzleChunks * kChunkBytes;  // 128 bytes
 
-static constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
+static constexpr int ceil_div_constexpr(int a, int b)
+{
+    return (a + b - 1) / b;
+}
 
 /* Byte offset of chunk `chunk` (8 columns) of row `row` in a tile of kRows rows that TMA
  * wrote with the 128-byte swizzle: slab chunk / 8 (kRows × 128 bytes each), then chunk

@@ -57,8 +57,8 @@ template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlock
           int kStages_>
 struct TmaConfig {
     static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kBlockM = kBlockM_;   // query rows per CTA
-    static constexpr int kBlockN = kBlockN_;   // keys per K/V block
+    static constexpr int kBlockM = kBlockM_;  // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;  // keys per K/V block
     static constexpr int kNWarps = kNWarps_;
     static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;  // CTAs per SM the smem plan allows
     static constexpr int kNThreads = kNWarps * kWarpSize;
@@ -70,8 +70,8 @@ struct TmaConfig {
     // ldmatrix feeds two mma (half the shared-memory traffic per FLOP of one tile).
     static constexpr int kRowsPerWarp = kBlockM / kNWarps;
     static constexpr int kMTiles = kRowsPerWarp / kMmaM;
-    static constexpr int kNTiles = kBlockN / kMmaN;    // n8 tiles of a warp's S rows
-    static constexpr int kDTiles = kHeadDim / kMmaN;   // n8 tiles of a warp's O rows
+    static constexpr int kNTiles = kBlockN / kMmaN;         // n8 tiles of a warp's S rows
+    static constexpr int kDTiles = kHeadDim / kMmaN;        // n8 tiles of a warp's O rows
     static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
     // With the 128-byte swizzle a TMA box row is at most 128 bytes (64 elements): a tile
     // is kSlabs boxes side by side, each stored as its own slab of rows × 128 bytes
@@ -191,10 +191,10 @@ struct TmaFwdParams {
     int o_row_stride;
     int seqlen_q, seqlen_k;
     int heads_q;
-    int q_per_kv;          // heads_q / heads_kv: query heads that share one kv head
-    uint32_t q_per_kv_mul; // head / q_per_kv = umulhi(head, q_per_kv_mul) (see kv_head_of)
-    float softmax_scale;   // for the LSE, in natural-log units
-    float scale_log2;      // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
+    int q_per_kv;           // heads_q / heads_kv: query heads that share one kv head
+    uint32_t q_per_kv_mul;  // head / q_per_kv = umulhi(head, q_per_kv_mul) (see kv_head_of)
+    float softmax_scale;    // for the LSE, in natural-log units
+    float scale_log2;       // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
 };
 
 /*
@@ -231,8 +231,8 @@ static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUten
     constexpr uint32_t kSlabBytes = kRows * Cfg::kSmemRowBytes;
 #pragma unroll
     for (int slab = 0; slab < Cfg::kSlabs; ++slab)
-        fx_tma_load_4d(smem_tile + slab * kSlabBytes, map, bar, slab * kSwizzleRowElems, head,
-                       row0, batch);
+        fx_tma_load_4d(smem_tile + slab * kSlabBytes, map, bar, slab * kSwizzleRowElems, head, row0,
+                       batch);
 }
 
 /* ---------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUten
  * the key; whole lines are added — here a line is a row of the next 64-column slab,
  * kSlabBytes further — so the compiler keeps at most four XORed values alive and folds
  * the rest into the instruction's immediate offset. */
-static constexpr int kStepsPerLine = kSwizzleChunks / 2;          // k16 steps per line
+static constexpr int kStepsPerLine = kSwizzleChunks / 2;  // k16 steps per line
 template <int kSlabBytes>
 static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
 {
@@ -253,11 +253,11 @@ static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
 
 /* Per-lane state of the fragments (layouts drawn above attention_block). */
 struct LaneAddrs {
-    uint32_t q;       // this lane's ldmatrix row of the warp's first Q m-tile
-    uint32_t k_row;   // byte offset of this lane's ldmatrix row in a K tile (before XOR)
-    uint32_t v_row;   // the same in a V tile
-    uint32_t key_a;   // XOR key ·16 of the Q and V loads
-    uint32_t key_b;   // XOR key ·16 of the K loads
+    uint32_t q;      // this lane's ldmatrix row of the warp's first Q m-tile
+    uint32_t k_row;  // byte offset of this lane's ldmatrix row in a K tile (before XOR)
+    uint32_t v_row;  // the same in a V tile
+    uint32_t key_a;  // XOR key ·16 of the Q and V loads
+    uint32_t key_b;  // XOR key ·16 of the K loads
 };
 
 /* Made afresh for every K/V block from the uncached thread index, rather than kept in
@@ -401,14 +401,13 @@ static __device__ __forceinline__ void attention_block(
             for (int n = 0; n < Cfg::kNTiles; ++n)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float p =
-                        fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
+                    const float p = fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
                     acc_s[i][n][2 * h + e] = p;
                     row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
                 }
         }
 
-    // ---- O += P·V, P converted from the S accumulators in registers ----
+        // ---- O += P·V, P converted from the S accumulators in registers ----
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
         uint32_t a[kM][4];
@@ -439,8 +438,8 @@ static __device__ __forceinline__ void attention_block(
 
 /* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride,
-                                                         float *LSE, int rows_valid, int tid)
+static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
+                                                         int rows_valid, int tid)
 {
     const int rows = min(Cfg::kBlockM, rows_valid);
     for (int idx = tid; idx < rows * Cfg::kChunks; idx += Cfg::kNThreads) {
@@ -462,10 +461,11 @@ static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_s
 
 template <class Cfg, class Element, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
-tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ CUtensorMap tma_q,
-               const __grid_constant__ CUtensorMap tma_k,
-               const __grid_constant__ CUtensorMap tma_v,
-               const __grid_constant__ CUtensorMap tma_o)
+    tma_fwd_kernel(const __grid_constant__ TmaFwdParams p,
+                   const __grid_constant__ CUtensorMap tma_q,
+                   const __grid_constant__ CUtensorMap tma_k,
+                   const __grid_constant__ CUtensorMap tma_v,
+                   const __grid_constant__ CUtensorMap tma_o)
 {
     extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
     // The 128B swizzle needs 1024-byte aligned tiles; the runtime promises 16 bytes, so the
@@ -485,8 +485,8 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
 
     Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
                  (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
-    float *LSE = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q +
-                 (int64_t)m_block * Cfg::kBlockM;
+    float *LSE =
+        p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + (int64_t)m_block * Cfg::kBlockM;
 
     // K/V blocks [0, n_block_max) hold a key some row of this block sees. Causal early exit:
     // the blocks past the last row's diagonal are never loaded (FA2 §3.1.1).
@@ -494,8 +494,8 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
     if (kCausal) {
         const int last_row = m_block * Cfg::kBlockM + min(Cfg::kBlockM, rows_valid) - 1;
         const int keys_seen = last_row + 1 + p.seqlen_k - p.seqlen_q;
-        n_block_max = keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) /
-                                                                  Cfg::kBlockN);
+        n_block_max =
+            keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) / Cfg::kBlockN);
     }
     if (n_block_max == 0) {
         write_empty_block<Cfg>(O, p.o_row_stride, LSE, rows_valid, tid);
@@ -567,7 +567,8 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
             row_sum[i][h] = 0.f;
         }
     }
-    fx_mbarrier_wait_named(q_full, 0, "q_full", 0);  // Q is loaded once: its only phase has parity 0
+    fx_mbarrier_wait_named(q_full, 0, "q_full",
+                           0);  // Q is loaded once: its only phase has parity 0
 
     // ---- Mainloop: KV inner loop, a kStages-deep TMA ring ----
     // Block n_block is in stage `stage`, filled for the (fill count)-th time, whose parity
@@ -584,7 +585,7 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
         // for the extra protocol. It pays once the producer is a warp of its own (stage 06).
         __syncthreads();
         if (producer && n_block >= kStages - 1) {
-            const int next = n_block - (kStages - 1);  // kStages − 1 blocks ahead
+            const int next = n_block - (kStages - 1);                 // kStages − 1 blocks ahead
             const int refill = stage == 0 ? kStages - 1 : stage - 1;  // block n_block + 1's
             const uint32_t bar = kv_full0 + refill * kBarrierBytes;
             fx_mbarrier_arrive_expect_tx(bar, 2 * kStageBytes);
@@ -598,12 +599,12 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
         const uint32_t sK = sK0 + stage * kStageBytes, sV = sV0 + stage * kStageBytes;
         if (n_block >= n_block_unmasked)
             attention_block<Cfg, Element, kCausal, true>(acc_o, row_max, row_sum, sQ, sK, sV,
-                                                         n_block, m_block, p.seqlen_q,
-                                                         p.seqlen_k, p.scale_log2);
+                                                         n_block, m_block, p.seqlen_q, p.seqlen_k,
+                                                         p.scale_log2);
         else
             attention_block<Cfg, Element, kCausal, false>(acc_o, row_max, row_sum, sQ, sK, sV,
-                                                          n_block, m_block, p.seqlen_q,
-                                                          p.seqlen_k, p.scale_log2);
+                                                          n_block, m_block, p.seqlen_q, p.seqlen_k,
+                                                          p.scale_log2);
         if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -647,8 +648,7 @@ tma_fwd_kernel(const __grid_constant__ TmaFwdParams p, const __grid_constant__ C
 #pragma unroll
             for (int d = 0; d < Cfg::kDTiles; ++d)
                 *reinterpret_cast<uint32_t *>(reinterpret_cast<unsigned char *>(smem.Q) +
-                                              swizzled_offset<Cfg::kBlockM>(r, d) +
-                                              byte_in_chunk) =
+                                              swizzled_offset<Cfg::kBlockM>(r, d) + byte_in_chunk) =
                     Ops::pack(acc_o[i][d][2 * h], acc_o[i][d][2 * h + 1]);
         }
     // The TMA store reads shared memory through the async proxy, which is not ordered
@@ -732,14 +732,14 @@ static cudaError_t launch(const fx_fwd_args *a)
     // Boxes: Q a whole Q block, K and V a K/V block, O one warp's rows (the stores are
     // per warp). K and V are mapped over heads_kv: GQA is the coordinate kv_head_of(head).
     CUtensorMap tma_q, tma_k, tma_v, tma_o;
-    const fx_tma_tiled tq = tma_request(a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q,
-                                        Cfg::kBlockM);
-    const fx_tma_tiled tk = tma_request(a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv,
-                                        Cfg::kBlockN);
-    const fx_tma_tiled tv = tma_request(a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv,
-                                        Cfg::kBlockN);
-    const fx_tma_tiled to = tma_request(a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q,
-                                        Cfg::kRowsPerWarp);
+    const fx_tma_tiled tq =
+        tma_request(a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, Cfg::kBlockM);
+    const fx_tma_tiled tk =
+        tma_request(a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN);
+    const fx_tma_tiled tv =
+        tma_request(a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN);
+    const fx_tma_tiled to =
+        tma_request(a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q, Cfg::kRowsPerWarp);
     cudaError_t err;
     if ((err = encode(&tma_q, "Q", &tq)) != cudaSuccess ||
         (err = encode(&tma_k, "K", &tk)) != cudaSuccess ||
@@ -750,8 +750,8 @@ static cudaError_t launch(const fx_fwd_args *a)
     const size_t smem_bytes = smem_bytes_of<Cfg>();
     auto kernel = tma_fwd_kernel<Cfg, Element, kCausal>;
     // Past 48 KiB of dynamic shared memory a kernel must opt in.
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               (int)smem_bytes);
+    err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
     if (err != cudaSuccess)
         return err;
     const dim3 grid((unsigned)((pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),

@@ -32,21 +32,23 @@ const fx_stage fx_stage_05_wgmma = {
     .summary = "Hopper tensor cores: S = QK^T as SS wgmma from the TMA-written swizzled tiles, "
                "O += PV as RS wgmma with P in registers; 2-3 consumer warpgroups, thread 0 "
                "issues TMA into a 2-stage full/empty mbarrier ring",
-    .caps = {
-        .head_dims = {64, 128, 256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
-        .n_head_dims = 3,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
-        .deterministic_backward = false,
-        .min_sm = 90,
-        .sm90a_only = true, /* wgmma exists only on sm_90a */
-        .limits = "heads_q and batch at most 65535 (grid); "
-                  "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
-                  "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
-                  "64, 128, 256",
-    },
+    .caps =
+        {
+            .head_dims = {64, 128,
+                          256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
+            .n_head_dims = 3,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
+            .deterministic_backward = false,
+            .min_sm = 90,
+            .sm90a_only = true, /* wgmma exists only on sm_90a */
+            .limits = "heads_q and batch at most 65535 (grid); "
+                      "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
+                      "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
+                      "64, 128, 256",
+        },
     .workspace_bytes = NULL,
     .check_problem = wgmma_check_problem,
     .forward = fx_wgmma_forward,

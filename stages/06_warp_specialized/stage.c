@@ -23,8 +23,8 @@ static int ws_check_problem(const fx_problem *p, bool backward, char *why, size_
     if (fx_check_grid_heads_batch(p, "06_warp_specialized", why, why_len) ||
         fx_check_ffma_softmax_scale(p, "06_warp_specialized", why, why_len))
         return 2;
-    return fx_check_smem_optin(fx_ws_fwd_smem_bytes(p->head_dim), "06_warp_specialized", p->head_dim,
-                               "Q and two stages of K and V", why, why_len);
+    return fx_check_smem_optin(fx_ws_fwd_smem_bytes(p->head_dim), "06_warp_specialized",
+                               p->head_dim, "Q and two stages of K and V", why, why_len);
 }
 
 const fx_stage fx_stage_06_warp_specialized = {
@@ -32,21 +32,23 @@ const fx_stage fx_stage_06_warp_specialized = {
     .summary = "warp specialization: a producer warpgroup (one elected lane issues TMA) and "
                "2-3 consumer warpgroups on a full/empty mbarrier ring; setmaxnreg moves "
                "registers from the producer (24/32) to the consumers (240/160)",
-    .caps = {
-        .head_dims = {64, 128, 256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
-        .n_head_dims = 3,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
-        .deterministic_backward = false,
-        .min_sm = 90,
-        .sm90a_only = true, /* wgmma exists only on sm_90a */
-        .limits = "heads_q and batch at most 65535 (grid); "
-                  "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
-                  "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
-                  "64, 128, 256",
-    },
+    .caps =
+        {
+            .head_dims = {64, 128,
+                          256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
+            .n_head_dims = 3,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
+            .deterministic_backward = false,
+            .min_sm = 90,
+            .sm90a_only = true, /* wgmma exists only on sm_90a */
+            .limits = "heads_q and batch at most 65535 (grid); "
+                      "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
+                      "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
+                      "64, 128, 256",
+        },
     .workspace_bytes = NULL,
     .check_problem = ws_check_problem,
     .forward = fx_ws_forward,

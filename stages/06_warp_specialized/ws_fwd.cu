@@ -54,18 +54,18 @@
  * ------------------------------------------------------------------------------ */
 
 static constexpr int kWarpSize = 32;
-static constexpr int kWarpgroupThreads = 128;   // 4 warps issue one wgmma together
+static constexpr int kWarpgroupThreads = 128;  // 4 warps issue one wgmma together
 static constexpr int kWarpsPerWarpgroup = 4;
-static constexpr int kWgmmaM = 64;              // rows of one wgmma (m64nNk16)
+static constexpr int kWgmmaM = 64;  // rows of one wgmma (m64nNk16)
 static constexpr int kWgmmaK = 16;
-static constexpr int kLanesPerRow = 4;          // lanes 4g..4g+3 hold row g of a warp's 16
+static constexpr int kLanesPerRow = 4;  // lanes 4g..4g+3 hold row g of a warp's 16
 static constexpr unsigned kFullWarp = 0xffffffffu;
 static constexpr int kElemBytes = 2;
 // A 128B-swizzled slab is rows × 64 elements (128 bytes per row); TMA's box is one slab.
 static constexpr int kSlabCols = 64;
-static constexpr int kSlabRowBytes = FX_SWIZZLE128_ROW_BYTES;      // 128 (wgmma_desc.h)
+static constexpr int kSlabRowBytes = FX_SWIZZLE128_ROW_BYTES;       // 128 (wgmma_desc.h)
 static constexpr int kSwizzleAtomBytes = FX_SWIZZLE128_ATOM_BYTES;  // 1024: 8 rows
-static constexpr int kMaxSmemPerBlockHopper = 227 * 1024;          // sm_90 opt-in limit
+static constexpr int kMaxSmemPerBlockHopper = 227 * 1024;           // sm_90 opt-in limit
 static constexpr int kChunkBytes = 16;
 static constexpr int kChunkElems = 8;
 
@@ -73,10 +73,10 @@ template <int kHeadDim_, int kNumWarpgroups_, int kBlockN_, int kStages_, int kP
           int kConsumerRegs_>
 struct WsConfig {
     static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kNumWarpgroups = kNumWarpgroups_;     // consumer warpgroups
-    static constexpr int kBlockM = kNumWarpgroups * kWgmmaM;   // query rows per CTA
-    static constexpr int kBlockN = kBlockN_;                   // keys per K/V block
-    static constexpr int kStages = kStages_;                   // K/V ring depth
+    static constexpr int kNumWarpgroups = kNumWarpgroups_;    // consumer warpgroups
+    static constexpr int kBlockM = kNumWarpgroups * kWgmmaM;  // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;                  // keys per K/V block
+    static constexpr int kStages = kStages_;                  // K/V ring depth
     // One producer warpgroup (warpgroup 0) beside the consumers.
     static constexpr int kNThreads = (kNumWarpgroups + 1) * kWarpgroupThreads;
     static constexpr int kNConsumerWarps = kNumWarpgroups * kWarpsPerWarpgroup;
@@ -91,13 +91,13 @@ struct WsConfig {
     static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <=
                       (kNumWarpgroups + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
                   "setmaxnreg: the warpgroups ask for more registers than the launch gives");
-    static constexpr int kSlabs = kHeadDim / kSlabCols;        // 64-column slabs per row
+    static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
     // kHeadDim/2, P (16-bit pairs) kBlockN/4.
     static constexpr int kAccS = kBlockN / 2;
     static constexpr int kAccO = kHeadDim / 2;
-    static constexpr int kNTiles = kBlockN / 8;  // n8 column blocks of S per thread's row
-    static constexpr int kDTiles = kHeadDim / 8; // n8 column blocks of O
+    static constexpr int kNTiles = kBlockN / 8;   // n8 column blocks of S per thread's row
+    static constexpr int kDTiles = kHeadDim / 8;  // n8 column blocks of O
     // Shared memory, in bytes, every tile 1024-byte aligned (the swizzle atom): Q, then
     // kStages K tiles, then kStages V tiles, then the mbarriers.
     static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
@@ -143,20 +143,20 @@ template <class Element, int N>
 struct Wgmma;
 
 // SS: A (Q) and B (K) both K-major (trans 0). RS: B (V) MN-major (trans-b 1).
-#define FX_DEFINE_WGMMA(ELEMENT, SUFFIX, N)                                                  \
-    template <>                                                                              \
-    struct Wgmma<ELEMENT, N> {                                                               \
-        static __device__ __forceinline__ void ss_k_major(float (&d)[N / 2], uint64_t da,    \
-                                                          uint64_t db, bool acc)             \
-        {                                                                                    \
-            fx_wgmma_m64n##N##k16_ss_##SUFFIX<0, 0>(d, da, db, acc);                         \
-        }                                                                                    \
-        static __device__ __forceinline__ void rs_b_mn_major(float (&d)[N / 2],              \
-                                                             const uint32_t (&a)[4],         \
-                                                             uint64_t db, bool acc)          \
-        {                                                                                    \
-            fx_wgmma_m64n##N##k16_rs_##SUFFIX<1>(d, a, db, acc);                             \
-        }                                                                                    \
+#define FX_DEFINE_WGMMA(ELEMENT, SUFFIX, N)                                                        \
+    template <>                                                                                    \
+    struct Wgmma<ELEMENT, N> {                                                                     \
+        static __device__ __forceinline__ void ss_k_major(float (&d)[N / 2], uint64_t da,          \
+                                                          uint64_t db, bool acc)                   \
+        {                                                                                          \
+            fx_wgmma_m64n##N##k16_ss_##SUFFIX<0, 0>(d, da, db, acc);                               \
+        }                                                                                          \
+        static __device__ __forceinline__ void rs_b_mn_major(float (&d)[N / 2],                    \
+                                                             const uint32_t (&a)[4], uint64_t db,  \
+                                                             bool acc)                             \
+        {                                                                                          \
+            fx_wgmma_m64n##N##k16_rs_##SUFFIX<1>(d, a, db, acc);                                   \
+        }                                                                                          \
     };
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 64)
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 128)
@@ -170,11 +170,17 @@ template <class Element>
 struct Pack;
 template <>
 struct Pack<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return fx_pack_bf16x2(lo, hi); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_bf16x2(lo, hi);
+    }
 };
 template <>
 struct Pack<__half> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return fx_pack_f16x2(lo, hi); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_f16x2(lo, hi);
+    }
 };
 
 /* ---------------------------------------------------------------------------------
@@ -192,9 +198,9 @@ struct WsFwdParams {
     int o_row_stride;
     int seqlen_q, seqlen_k;
     int heads_q;
-    int q_per_kv;          // heads_q / heads_kv
-    float softmax_scale;   // natural-log units, for the LSE
-    float scale_log2;      // softmax_scale · log2(e)
+    int q_per_kv;         // heads_q / heads_kv
+    float softmax_scale;  // natural-log units, for the LSE
+    float scale_log2;     // softmax_scale · log2(e)
 };
 
 /* ---------------------------------------------------------------------------------
@@ -214,17 +220,17 @@ struct WsFwdParams {
 template <class Cfg>
 static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int warpgroup, int kk)
 {
-    const uint32_t addr = sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes +
-                                          warpgroup * kWgmmaM * kSlabRowBytes +
-                                          (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    const uint32_t addr =
+        sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + warpgroup * kWgmmaM * kSlabRowBytes +
+                        (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
     return fx_wgmma_desc_k_sw128(addr);
 }
 
 template <class Cfg>
 static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
-    const uint32_t addr = sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes +
-                                          (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    const uint32_t addr =
+        sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
     return fx_wgmma_desc_k_sw128(addr);
 }
 
@@ -272,8 +278,8 @@ static __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtenso
  */
 template <class Cfg, class Element, bool kCausal, bool kMask>
 static __device__ __forceinline__ void attention_block(
-    float (&acc_o)[Cfg::kAccO], float (&row_max)[2], float (&row_sum)[2], uint32_t sQ,
-    uint32_t sK, uint32_t sV, uint32_t empty_k, uint32_t full_v, uint32_t full_phase, int warpgroup,
+    float (&acc_o)[Cfg::kAccO], float (&row_max)[2], float (&row_sum)[2], uint32_t sQ, uint32_t sK,
+    uint32_t sV, uint32_t empty_k, uint32_t full_v, uint32_t full_phase, int warpgroup,
     int warp_in_wg, int lane, int n_block, int m_block, int seqlen_q, int seqlen_k,
     float scale_log2)
 {
@@ -294,8 +300,8 @@ static __device__ __forceinline__ void attention_block(
 
     // ---- Mask: keys past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q ----
     if (kMask) {
-        const int row0 = m_block * Cfg::kBlockM + warpgroup * kWgmmaM + warp_in_wg * 16 +
-                         lane / kLanesPerRow;
+        const int row0 =
+            m_block * Cfg::kBlockM + warpgroup * kWgmmaM + warp_in_wg * 16 + lane / kLanesPerRow;
         const int col0 = n_block * Cfg::kBlockN + 2 * (lane % kLanesPerRow);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -355,8 +361,7 @@ static __device__ __forceinline__ void attention_block(
     fx_wgmma_fence();  // the O rescale and the P fragments were written by ordinary code
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kWgmmaK; ++kk)
-        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk),
-                                                     true);
+        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
     fx_wgmma_commit();
     fx_wgmma_wait<0>();
     fx_wgmma_fence_operand(acc_o);
@@ -364,8 +369,8 @@ static __device__ __forceinline__ void attention_block(
 
 /* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride,
-                                                         float *LSE, int rows_valid, int tid)
+static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
+                                                         int rows_valid, int tid)
 {
     constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
     const int rows = min(Cfg::kBlockM, rows_valid);
@@ -385,7 +390,7 @@ static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_s
 
 template <class Cfg, class Element, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kNThreads, 1)
-ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
+    ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Round up to the 1024-byte swizzle atom (kSmemBytes reserves the slack).
@@ -413,16 +418,16 @@ ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
 
     Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
                  (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
-    float *LSE = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q +
-                 (int64_t)m_block * Cfg::kBlockM;
+    float *LSE =
+        p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + (int64_t)m_block * Cfg::kBlockM;
 
     // K/V blocks [0, n_block_max) hold a key some row of this block sees (causal early exit).
     int n_block_max = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     if (kCausal) {
         const int last_row = m_block * Cfg::kBlockM + min(Cfg::kBlockM, rows_valid) - 1;
         const int keys_seen = last_row + 1 + p.seqlen_k - p.seqlen_q;
-        n_block_max = keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) /
-                                                                  Cfg::kBlockN);
+        n_block_max =
+            keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) / Cfg::kBlockN);
     }
     if (n_block_max == 0) {  // before any barrier or load: nothing is in flight
         write_empty_block<Cfg>(O, p.o_row_stride, LSE, rows_valid, tid);
@@ -501,12 +506,12 @@ ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
         fx_mbarrier_wait(bar_k_full(stage), phase);
         if (n_block >= n_block_unmasked)
             attention_block<Cfg, Element, kCausal, true>(
-                acc_o, row_max, row_sum, sQ, sK, sV, bar_k_empty(stage), bar_v_full(stage), phase, consumer,
-                warp_in_wg, lane, n_block, m_block, p.seqlen_q, p.seqlen_k, p.scale_log2);
+                acc_o, row_max, row_sum, sQ, sK, sV, bar_k_empty(stage), bar_v_full(stage), phase,
+                consumer, warp_in_wg, lane, n_block, m_block, p.seqlen_q, p.seqlen_k, p.scale_log2);
         else
             attention_block<Cfg, Element, kCausal, false>(
-                acc_o, row_max, row_sum, sQ, sK, sV, bar_k_empty(stage), bar_v_full(stage), phase, consumer,
-                warp_in_wg, lane, n_block, m_block, p.seqlen_q, p.seqlen_k, p.scale_log2);
+                acc_o, row_max, row_sum, sQ, sK, sV, bar_k_empty(stage), bar_v_full(stage), phase,
+                consumer, warp_in_wg, lane, n_block, m_block, p.seqlen_q, p.seqlen_k, p.scale_log2);
 
         // This warp's PV wgmmas have completed (wait_group 0): release V to the producer.
         if (lane == 0)
@@ -544,9 +549,9 @@ ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
 #pragma unroll
         for (int d = 0; d < Cfg::kDTiles; ++d) {
             const int col = 8 * d + 2 * t;
-            const uint32_t off = (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
-                                 fx_swizzle128_offset((uint32_t)r,
-                                                      (uint32_t)((col % kSlabCols) * kElemBytes));
+            const uint32_t off =
+                (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
+                fx_swizzle128_offset((uint32_t)r, (uint32_t)((col % kSlabCols) * kElemBytes));
             *reinterpret_cast<uint32_t *>(smem + off) =
                 Pack<Element>::pack(acc_o[4 * d + 2 * h], acc_o[4 * d + 2 * h + 1]);
         }
@@ -558,9 +563,9 @@ ws_fwd_kernel(const __grid_constant__ WsFwdParams p)
         for (int idx = lane; idx < 16 * kChunks; idx += kWarpSize) {
             const int r = local_row0 + idx / kChunks, chunk = idx % kChunks;
             const int col_bytes = chunk * kChunkBytes;
-            const uint32_t off = (uint32_t)((col_bytes / kSlabRowBytes) * Cfg::kSlabQBytes) +
-                                 fx_swizzle128_offset((uint32_t)r,
-                                                      (uint32_t)(col_bytes % kSlabRowBytes));
+            const uint32_t off =
+                (uint32_t)((col_bytes / kSlabRowBytes) * Cfg::kSlabQBytes) +
+                fx_swizzle128_offset((uint32_t)r, (uint32_t)(col_bytes % kSlabRowBytes));
             if (r < rows_valid)
                 *reinterpret_cast<uint4 *>(O + r * p.o_row_stride + chunk * kChunkElems) =
                     *reinterpret_cast<const uint4 *>(smem + off);
@@ -601,8 +606,10 @@ static cudaError_t launch(const fx_fwd_args *a)
 {
     const fx_problem *pr = a->p;
     WsFwdParams p;
-    if (!encode_map(&p.tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, Cfg::kBlockM, "Q") ||
-        !encode_map(&p.tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN, "K") ||
+    if (!encode_map(&p.tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, Cfg::kBlockM,
+                    "Q") ||
+        !encode_map(&p.tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN,
+                    "K") ||
         !encode_map(&p.tma_v, a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN, "V"))
         return cudaErrorInvalidValue;
     p.o = a->o;
@@ -618,8 +625,8 @@ static cudaError_t launch(const fx_fwd_args *a)
     p.scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
 
     auto kernel = ws_fwd_kernel<Cfg, Element, kCausal>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Cfg::kSmemBytes);
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess)
         return err;
     const dim3 grid((unsigned)((pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),

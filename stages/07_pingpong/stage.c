@@ -32,21 +32,23 @@ const fx_stage fx_stage_07_pingpong = {
     .summary = "pingpong: the consumer warpgroups take turns at the tensor cores (named "
                "barriers), each turn S of block j and PV of block j-1, so one warpgroup's "
                "softmax runs under another's GEMMs",
-    .caps = {
-        .head_dims = {64, 128, 256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
-        .n_head_dims = 3,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
-        .deterministic_backward = false,
-        .min_sm = 90,
-        .sm90a_only = true, /* wgmma exists only on sm_90a */
-        .limits = "heads_q and batch at most 65535 (grid); "
-                  "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
-                  "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
-                  "64, 128, 256",
-    },
+    .caps =
+        {
+            .head_dims = {64, 128,
+                          256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
+            .n_head_dims = 3,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
+            .deterministic_backward = false,
+            .min_sm = 90,
+            .sm90a_only = true, /* wgmma exists only on sm_90a */
+            .limits = "heads_q and batch at most 65535 (grid); "
+                      "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
+                      "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
+                      "64, 128, 256",
+        },
     .workspace_bytes = NULL,
     .check_problem = pingpong_check_problem,
     .forward = fx_pingpong_forward,

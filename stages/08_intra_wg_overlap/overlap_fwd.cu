@@ -73,18 +73,18 @@
  * ------------------------------------------------------------------------------ */
 
 static constexpr int kWarpSize = 32;
-static constexpr int kWarpgroupThreads = 128;   // 4 warps issue one wgmma together
+static constexpr int kWarpgroupThreads = 128;  // 4 warps issue one wgmma together
 static constexpr int kWarpsPerWarpgroup = 4;
-static constexpr int kWgmmaM = 64;              // rows of one wgmma (m64nNk16)
+static constexpr int kWgmmaM = 64;  // rows of one wgmma (m64nNk16)
 static constexpr int kWgmmaK = 16;
-static constexpr int kLanesPerRow = 4;          // lanes 4g..4g+3 hold row g of a warp's 16
+static constexpr int kLanesPerRow = 4;  // lanes 4g..4g+3 hold row g of a warp's 16
 static constexpr unsigned kFullWarp = 0xffffffffu;
 static constexpr int kElemBytes = 2;
 // A 128B-swizzled slab is rows × 64 elements (128 bytes per row); TMA's box is one slab.
 static constexpr int kSlabCols = 64;
-static constexpr int kSlabRowBytes = FX_SWIZZLE128_ROW_BYTES;      // 128 (wgmma_desc.h)
+static constexpr int kSlabRowBytes = FX_SWIZZLE128_ROW_BYTES;       // 128 (wgmma_desc.h)
 static constexpr int kSwizzleAtomBytes = FX_SWIZZLE128_ATOM_BYTES;  // 1024: 8 rows
-static constexpr int kMaxSmemPerBlockHopper = 227 * 1024;          // sm_90 opt-in limit
+static constexpr int kMaxSmemPerBlockHopper = 227 * 1024;           // sm_90 opt-in limit
 static constexpr int kChunkBytes = 16;
 static constexpr int kChunkElems = 8;
 
@@ -92,10 +92,10 @@ template <int kHeadDim_, int kNumWarpgroups_, int kBlockN_, int kStages_, int kP
           int kConsumerRegs_>
 struct WsConfig {
     static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kNumWarpgroups = kNumWarpgroups_;     // consumer warpgroups
-    static constexpr int kBlockM = kNumWarpgroups * kWgmmaM;   // query rows per CTA
-    static constexpr int kBlockN = kBlockN_;                   // keys per K/V block
-    static constexpr int kStages = kStages_;                   // K/V ring depth
+    static constexpr int kNumWarpgroups = kNumWarpgroups_;    // consumer warpgroups
+    static constexpr int kBlockM = kNumWarpgroups * kWgmmaM;  // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;                  // keys per K/V block
+    static constexpr int kStages = kStages_;                  // K/V ring depth
     // One producer warpgroup (warpgroup 0) beside the consumers.
     static constexpr int kNThreads = (kNumWarpgroups + 1) * kWarpgroupThreads;
     static constexpr int kNConsumerWarps = kNumWarpgroups * kWarpsPerWarpgroup;
@@ -110,13 +110,13 @@ struct WsConfig {
     static_assert(kProducerRegs + kNumWarpgroups * kConsumerRegs <=
                       (kNumWarpgroups + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
                   "setmaxnreg: the warpgroups ask for more registers than the launch gives");
-    static constexpr int kSlabs = kHeadDim / kSlabCols;        // 64-column slabs per row
+    static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
     // kHeadDim/2, P (16-bit pairs) kBlockN/4.
     static constexpr int kAccS = kBlockN / 2;
     static constexpr int kAccO = kHeadDim / 2;
-    static constexpr int kNTiles = kBlockN / 8;  // n8 column blocks of S per thread's row
-    static constexpr int kDTiles = kHeadDim / 8; // n8 column blocks of O
+    static constexpr int kNTiles = kBlockN / 8;   // n8 column blocks of S per thread's row
+    static constexpr int kDTiles = kHeadDim / 8;  // n8 column blocks of O
     // Shared memory, in bytes, every tile 1024-byte aligned (the swizzle atom): Q, then
     // kStages K tiles, then kStages V tiles, then the mbarriers.
     static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
@@ -166,20 +166,20 @@ template <class Element, int N>
 struct Wgmma;
 
 // SS: A (Q) and B (K) both K-major (trans 0). RS: B (V) MN-major (trans-b 1).
-#define FX_DEFINE_WGMMA(ELEMENT, SUFFIX, N)                                                  \
-    template <>                                                                              \
-    struct Wgmma<ELEMENT, N> {                                                               \
-        static __device__ __forceinline__ void ss_k_major(float (&d)[N / 2], uint64_t da,    \
-                                                          uint64_t db, bool acc)             \
-        {                                                                                    \
-            fx_wgmma_m64n##N##k16_ss_##SUFFIX<0, 0>(d, da, db, acc);                         \
-        }                                                                                    \
-        static __device__ __forceinline__ void rs_b_mn_major(float (&d)[N / 2],              \
-                                                             const uint32_t (&a)[4],         \
-                                                             uint64_t db, bool acc)          \
-        {                                                                                    \
-            fx_wgmma_m64n##N##k16_rs_##SUFFIX<1>(d, a, db, acc);                             \
-        }                                                                                    \
+#define FX_DEFINE_WGMMA(ELEMENT, SUFFIX, N)                                                        \
+    template <>                                                                                    \
+    struct Wgmma<ELEMENT, N> {                                                                     \
+        static __device__ __forceinline__ void ss_k_major(float (&d)[N / 2], uint64_t da,          \
+                                                          uint64_t db, bool acc)                   \
+        {                                                                                          \
+            fx_wgmma_m64n##N##k16_ss_##SUFFIX<0, 0>(d, da, db, acc);                               \
+        }                                                                                          \
+        static __device__ __forceinline__ void rs_b_mn_major(float (&d)[N / 2],                    \
+                                                             const uint32_t (&a)[4], uint64_t db,  \
+                                                             bool acc)                             \
+        {                                                                                          \
+            fx_wgmma_m64n##N##k16_rs_##SUFFIX<1>(d, a, db, acc);                                   \
+        }                                                                                          \
     };
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 64)
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 128)
@@ -193,11 +193,17 @@ template <class Element>
 struct Pack;
 template <>
 struct Pack<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return fx_pack_bf16x2(lo, hi); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_bf16x2(lo, hi);
+    }
 };
 template <>
 struct Pack<__half> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return fx_pack_f16x2(lo, hi); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi)
+    {
+        return fx_pack_f16x2(lo, hi);
+    }
 };
 
 /* ---------------------------------------------------------------------------------
@@ -216,9 +222,9 @@ struct OverlapFwdParams {
     int o_row_stride;
     int seqlen_q, seqlen_k;
     int heads_q;
-    int q_per_kv;          // heads_q / heads_kv
-    float softmax_scale;   // natural-log units, for the LSE
-    float scale_log2;      // softmax_scale · log2(e)
+    int q_per_kv;         // heads_q / heads_kv
+    float softmax_scale;  // natural-log units, for the LSE
+    float scale_log2;     // softmax_scale · log2(e)
 };
 
 /* ---------------------------------------------------------------------------------
@@ -238,17 +244,17 @@ struct OverlapFwdParams {
 template <class Cfg>
 static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int warpgroup, int kk)
 {
-    const uint32_t addr = sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes +
-                                          warpgroup * kWgmmaM * kSlabRowBytes +
-                                          (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    const uint32_t addr =
+        sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + warpgroup * kWgmmaM * kSlabRowBytes +
+                        (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
     return fx_wgmma_desc_k_sw128(addr);
 }
 
 template <class Cfg>
 static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
-    const uint32_t addr = sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes +
-                                          (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    const uint32_t addr =
+        sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
     return fx_wgmma_desc_k_sw128(addr);
 }
 
@@ -297,8 +303,8 @@ static __device__ __forceinline__ void tma_load_tile(uint32_t dst, const CUtenso
 /* Issues S = Q·K_jᵀ for this warpgroup's 64 rows: head_dim/16 SS wgmmas into acc_s
  * (overwritten by the first), one commit group. The caller fences before and waits after. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ,
-                                               uint32_t sK, int consumer)
+static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
+                                               int consumer)
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
@@ -317,8 +323,7 @@ static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kWgmmaK; ++kk)
-        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk),
-                                                     true);
+        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
     fx_wgmma_commit();
 }
 
@@ -326,15 +331,16 @@ static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
  * receives exp(m_old − m_new) per row, by which O must be rescaled — later, once no wgmma
  * is writing O (rescale_o). Touches neither O nor the P fragments. */
 template <class Cfg, bool kCausal, bool kMask>
-static __device__ __forceinline__ void softmax_block(
-    float (&acc_s)[Cfg::kAccS], float (&alpha)[2], float (&row_max)[2], float (&row_sum)[2],
-    int consumer, int warp_in_wg, int lane, int n_block, int m_block, int seqlen_q,
-    int seqlen_k, float scale_log2)
+static __device__ __forceinline__ void softmax_block(float (&acc_s)[Cfg::kAccS], float (&alpha)[2],
+                                                     float (&row_max)[2], float (&row_sum)[2],
+                                                     int consumer, int warp_in_wg, int lane,
+                                                     int n_block, int m_block, int seqlen_q,
+                                                     int seqlen_k, float scale_log2)
 {
     // ---- Mask: keys past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q ----
     if (kMask) {
-        const int row0 = m_block * Cfg::kBlockM + consumer * kWgmmaM + warp_in_wg * 16 +
-                         lane / kLanesPerRow;
+        const int row0 =
+            m_block * Cfg::kBlockM + consumer * kWgmmaM + warp_in_wg * 16 + lane / kLanesPerRow;
         const int col0 = n_block * Cfg::kBlockN + 2 * (lane % kLanesPerRow);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -378,7 +384,8 @@ static __device__ __forceinline__ void softmax_block(
 
 /* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
 template <class Cfg>
-static __device__ __forceinline__ void rescale_o(float (&acc_o)[Cfg::kAccO], const float (&alpha)[2])
+static __device__ __forceinline__ void rescale_o(float (&acc_o)[Cfg::kAccO],
+                                                 const float (&alpha)[2])
 {
 #pragma unroll
     for (int d = 0; d < Cfg::kDTiles; ++d)
@@ -451,9 +458,11 @@ struct ConsumerCtx {
  * tensor-core turn through the named barriers (stage 07). Barrier layout as in the kernel.
  */
 template <class Cfg, class Element, bool kCausal, bool kMask, bool kPingpong, bool kOverlap>
-static __device__ __forceinline__ void mainloop_turn(
-    const ConsumerCtx &c, int it, float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
-    uint32_t (&p_frag)[Cfg::kBlockN / kWgmmaK][4], float (&row_max)[2], float (&row_sum)[2])
+static __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, int it,
+                                                     float (&acc_s)[Cfg::kAccS],
+                                                     float (&acc_o)[Cfg::kAccO],
+                                                     uint32_t (&p_frag)[Cfg::kBlockN / kWgmmaK][4],
+                                                     float (&row_max)[2], float (&row_sum)[2])
 {
     const int stage = it % Cfg::kStages, prev = (it - 1) % Cfg::kStages;
     const uint32_t phase = (uint32_t)((it / Cfg::kStages) & 1);
@@ -482,9 +491,9 @@ static __device__ __forceinline__ void mainloop_turn(
         fx_wgmma_fence_operand(acc_s);
         if (c.lane == 0)
             fx_mbarrier_arrive(k_empty);
-        softmax_block<Cfg, kCausal, kMask>(acc_s, alpha, row_max, row_sum, c.consumer,
-                                           c.warp_in_wg, c.lane, c.n_block_max - 1 - it,
-                                           c.m_block, c.seqlen_q, c.seqlen_k, c.scale_log2);
+        softmax_block<Cfg, kCausal, kMask>(acc_s, alpha, row_max, row_sum, c.consumer, c.warp_in_wg,
+                                           c.lane, c.n_block_max - 1 - it, c.m_block, c.seqlen_q,
+                                           c.seqlen_k, c.scale_log2);
         fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
         fx_wgmma_fence_operand(acc_o);
         if (c.lane == 0)
@@ -497,9 +506,9 @@ static __device__ __forceinline__ void mainloop_turn(
             fx_mbarrier_arrive(k_empty);
             fx_mbarrier_arrive(v_empty);
         }
-        softmax_block<Cfg, kCausal, kMask>(acc_s, alpha, row_max, row_sum, c.consumer,
-                                           c.warp_in_wg, c.lane, c.n_block_max - 1 - it,
-                                           c.m_block, c.seqlen_q, c.seqlen_k, c.scale_log2);
+        softmax_block<Cfg, kCausal, kMask>(acc_s, alpha, row_max, row_sum, c.consumer, c.warp_in_wg,
+                                           c.lane, c.n_block_max - 1 - it, c.m_block, c.seqlen_q,
+                                           c.seqlen_k, c.scale_log2);
     }
     rescale_o<Cfg>(acc_o, alpha);
     pack_p<Cfg, Element>(acc_s, p_frag);
@@ -507,8 +516,8 @@ static __device__ __forceinline__ void mainloop_turn(
 
 /* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride,
-                                                         float *LSE, int rows_valid, int tid)
+static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
+                                                         int rows_valid, int tid)
 {
     constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
     const int rows = min(Cfg::kBlockM, rows_valid);
@@ -528,7 +537,7 @@ static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_s
 
 template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
 __global__ void __launch_bounds__(Cfg::kNThreads, 1)
-overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
+    overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // Round up to the 1024-byte swizzle atom (kSmemBytes reserves the slack).
@@ -551,16 +560,16 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
 
     Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
                  (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
-    float *LSE = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q +
-                 (int64_t)m_block * Cfg::kBlockM;
+    float *LSE =
+        p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + (int64_t)m_block * Cfg::kBlockM;
 
     // K/V blocks [0, n_block_max) hold a key some row of this block sees (causal early exit).
     int n_block_max = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     if (kCausal) {
         const int last_row = m_block * Cfg::kBlockM + min(Cfg::kBlockM, rows_valid) - 1;
         const int keys_seen = last_row + 1 + p.seqlen_k - p.seqlen_q;
-        n_block_max = keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) /
-                                                                  Cfg::kBlockN);
+        n_block_max =
+            keys_seen <= 0 ? 0 : min(n_block_max, (keys_seen + Cfg::kBlockN - 1) / Cfg::kBlockN);
     }
     if (n_block_max == 0) {  // before any barrier or load: nothing is in flight
         write_empty_block<Cfg>(O, p.o_row_stride, LSE, rows_valid, tid);
@@ -669,13 +678,13 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
         if (lane == 0)
             fx_mbarrier_arrive(bar_k_empty<Cfg>(bar0, 0));
         if (n_masked > 0)
-            softmax_block<Cfg, kCausal, true>(acc_s, alpha, row_max, row_sum, consumer,
-                                              warp_in_wg, lane, n_block_max - 1, m_block,
-                                              p.seqlen_q, p.seqlen_k, p.scale_log2);
+            softmax_block<Cfg, kCausal, true>(acc_s, alpha, row_max, row_sum, consumer, warp_in_wg,
+                                              lane, n_block_max - 1, m_block, p.seqlen_q,
+                                              p.seqlen_k, p.scale_log2);
         else
-            softmax_block<Cfg, kCausal, false>(acc_s, alpha, row_max, row_sum, consumer,
-                                               warp_in_wg, lane, n_block_max - 1, m_block,
-                                               p.seqlen_q, p.seqlen_k, p.scale_log2);
+            softmax_block<Cfg, kCausal, false>(acc_s, alpha, row_max, row_sum, consumer, warp_in_wg,
+                                               lane, n_block_max - 1, m_block, p.seqlen_q,
+                                               p.seqlen_k, p.scale_log2);
         pack_p<Cfg, Element>(acc_s, p_frag);
     }
 
@@ -683,10 +692,10 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
     int it = 1;
     for (; it < n_masked; ++it)
         mainloop_turn<Cfg, Element, kCausal, true, kPingpong, kOverlap>(c, it, acc_s, acc_o, p_frag,
-                                                                       row_max, row_sum);
+                                                                        row_max, row_sum);
     for (; it < n_iters; ++it)
         mainloop_turn<Cfg, Element, kCausal, false, kPingpong, kOverlap>(c, it, acc_s, acc_o,
-                                                                        p_frag, row_max, row_sum);
+                                                                         p_frag, row_max, row_sum);
 
     // ---- Tail: PV of the last block, alone in its turn ----
     {
@@ -738,9 +747,9 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
 #pragma unroll
         for (int d = 0; d < Cfg::kDTiles; ++d) {
             const int col = 8 * d + 2 * t;
-            const uint32_t off = (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
-                                 fx_swizzle128_offset((uint32_t)r,
-                                                      (uint32_t)((col % kSlabCols) * kElemBytes));
+            const uint32_t off =
+                (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
+                fx_swizzle128_offset((uint32_t)r, (uint32_t)((col % kSlabCols) * kElemBytes));
             *reinterpret_cast<uint32_t *>(smem + off) =
                 Pack<Element>::pack(acc_o[4 * d + 2 * h], acc_o[4 * d + 2 * h + 1]);
         }
@@ -750,9 +759,10 @@ overlap_fwd_kernel(const __grid_constant__ OverlapFwdParams p)
     if (warp_in_wg == 0 && lane == 0) {
 #pragma unroll
         for (int s = 0; s < Cfg::kSlabs; ++s)
-            fx_tma_store_4d(&p.tma_o,
-                            sQ + (uint32_t)(s * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes),
-                            s * kSlabCols, head, m_block * Cfg::kBlockM + consumer * kWgmmaM, batch);
+            fx_tma_store_4d(
+                &p.tma_o,
+                sQ + (uint32_t)(s * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes),
+                s * kSlabCols, head, m_block * Cfg::kBlockM + consumer * kWgmmaM, batch);
         fx_tma_store_commit();
         fx_tma_store_wait_read<0>();  // the smem must outlive the reads: the CTA may exit next
     }
@@ -791,9 +801,12 @@ static cudaError_t launch(const fx_fwd_args *a)
 {
     const fx_problem *pr = a->p;
     OverlapFwdParams p;
-    if (!encode_map(&p.tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, Cfg::kBlockM, "Q") ||
-        !encode_map(&p.tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN, "K") ||
-        !encode_map(&p.tma_v, a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN, "V") ||
+    if (!encode_map(&p.tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, Cfg::kBlockM,
+                    "Q") ||
+        !encode_map(&p.tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN,
+                    "K") ||
+        !encode_map(&p.tma_v, a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, Cfg::kBlockN,
+                    "V") ||
         !encode_map(&p.tma_o, a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q, kWgmmaM, "O"))
         return cudaErrorInvalidValue;
     p.o = a->o;
@@ -809,8 +822,8 @@ static cudaError_t launch(const fx_fwd_args *a)
     p.scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
 
     auto kernel = overlap_fwd_kernel<Cfg, Element, kCausal, kPingpong, kOverlap>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Cfg::kSmemBytes);
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (err != cudaSuccess)
         return err;
     const dim3 grid((unsigned)((pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM),
@@ -838,13 +851,17 @@ static int ablation_parse(int head_dim, char *why, size_t why_len)
     else if (strcmp(v, "neither") == 0)
         mode = kAblationNeither;
     if (mode < 0) {
-        snprintf(why, why_len, "08_intra_wg_overlap: FX_ABLATION=%s is not one of none, "
-                 "no-pingpong, no-overlap, neither", v);
+        snprintf(why, why_len,
+                 "08_intra_wg_overlap: FX_ABLATION=%s is not one of none, "
+                 "no-pingpong, no-overlap, neither",
+                 v);
         return -1;
     }
     if (head_dim != 128) {
-        snprintf(why, why_len, "08_intra_wg_overlap: FX_ABLATION=%s is built for head_dim 128 "
-                 "only (got %d)", v, head_dim);
+        snprintf(why, why_len,
+                 "08_intra_wg_overlap: FX_ABLATION=%s is built for head_dim 128 "
+                 "only (got %d)",
+                 v, head_dim);
         return -1;
     }
     return mode;

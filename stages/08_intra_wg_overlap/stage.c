@@ -25,8 +25,8 @@ static int overlap_check_problem(const fx_problem *p, bool backward, char *why, 
         fx_check_ffma_softmax_scale(p, "08_intra_wg_overlap", why, why_len) ||
         fx_overlap_check_ablation(p->head_dim, why, why_len))
         return 2;
-    return fx_check_smem_optin(fx_overlap_fwd_smem_bytes(p->head_dim), "08_intra_wg_overlap", p->head_dim,
-                               "Q and two stages of K and V", why, why_len);
+    return fx_check_smem_optin(fx_overlap_fwd_smem_bytes(p->head_dim), "08_intra_wg_overlap",
+                               p->head_dim, "Q and two stages of K and V", why, why_len);
 }
 
 const fx_stage fx_stage_08_intra_wg_overlap = {
@@ -34,22 +34,25 @@ const fx_stage fx_stage_08_intra_wg_overlap = {
     .summary = "intra-warpgroup overlap, the full FA3 forward: the softmax of S_j runs while "
                "the PV GEMM of block j-1 is still on the tensor cores; masked blocks in their "
                "own loop; O stored by TMA",
-    .caps = {
-        .head_dims = {64, 128, 256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
-        .n_head_dims = 3,
-        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-        .causal = true,
-        .gqa = true,
-        .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
-        .deterministic_backward = false,
-        .min_sm = 90,
-        .sm90a_only = true, /* wgmma exists only on sm_90a */
-        .limits = "heads_q and batch at most 65535 (grid); "
-                  "softmax_scale at most 1000; Q, K, V, O with 16-byte aligned "
-                  "base and strides (TMA); shared memory per block 89, 161 and 193 KiB at "
-                  "head_dim 64, 128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts "
-                  "of the schedule off (head_dim 128 only)",
-    },
+    .caps =
+        {
+            .head_dims = {64, 128,
+                          256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
+            .n_head_dims = 3,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
+            .deterministic_backward = false,
+            .min_sm = 90,
+            .sm90a_only = true, /* wgmma exists only on sm_90a */
+            .limits =
+                "heads_q and batch at most 65535 (grid); "
+                "softmax_scale at most 1000; Q, K, V, O with 16-byte aligned "
+                "base and strides (TMA); shared memory per block 89, 161 and 193 KiB at "
+                "head_dim 64, 128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts "
+                "of the schedule off (head_dim 128 only)",
+        },
     .workspace_bytes = NULL,
     .check_problem = overlap_check_problem,
     .forward = fx_overlap_forward,

@@ -17,8 +17,9 @@
 
 /* Stage 04: mbarrier + TMA loads (2D, 3D, 4D, and 4D multicast in a cluster). */
 __global__ void __launch_bounds__(128, 1)
-tma_load_kernel(const __grid_constant__ CUtensorMap map2d, const __grid_constant__ CUtensorMap map3d,
-                const __grid_constant__ CUtensorMap map4d, int multicast, float *out)
+    tma_load_kernel(const __grid_constant__ CUtensorMap map2d,
+                    const __grid_constant__ CUtensorMap map3d,
+                    const __grid_constant__ CUtensorMap map4d, int multicast, float *out)
 {
     __shared__ alignas(1024) unsigned char tile[4][TILE_BYTES];
     __shared__ alignas(8) uint64_t full;
@@ -51,8 +52,9 @@ tma_load_kernel(const __grid_constant__ CUtensorMap map2d, const __grid_constant
 
 /* Stage 04: the epilogue — generic smem writes, proxy fence, TMA stores, bulk groups. */
 __global__ void __launch_bounds__(128, 1)
-tma_store_kernel(const __grid_constant__ CUtensorMap map2d, const __grid_constant__ CUtensorMap map3d,
-                 const __grid_constant__ CUtensorMap map4d, float value)
+    tma_store_kernel(const __grid_constant__ CUtensorMap map2d,
+                     const __grid_constant__ CUtensorMap map3d,
+                     const __grid_constant__ CUtensorMap map4d, float value)
 {
     __shared__ alignas(1024) float tile[TILE_BYTES / 4];
     for (int i = threadIdx.x; i < TILE_BYTES / 4; i += blockDim.x)
@@ -71,8 +73,7 @@ tma_store_kernel(const __grid_constant__ CUtensorMap map2d, const __grid_constan
 }
 
 /* Stage 05: one warpgroup, SS and RS wgmma in bf16 and fp16, K-major A, K- and MN-major B. */
-__global__ void __launch_bounds__(128, 1)
-wgmma_kernel(const uint32_t *p_fragments, float *out)
+__global__ void __launch_bounds__(128, 1) wgmma_kernel(const uint32_t *p_fragments, float *out)
 {
     __shared__ alignas(1024) unsigned char a_tile[TILE_BYTES];
     __shared__ alignas(1024) unsigned char b_tile[TILE_BYTES];
@@ -104,9 +105,8 @@ wgmma_kernel(const uint32_t *p_fragments, float *out)
     fx_wgmma_m64n64k16_ss_fp16<0, 0>(s, desc_a, desc_b, true);
     /* O += P·V with P in registers and V MN-major (trans-b = 1). */
     fx_wgmma_m64n64k16_rs_bf16<1>(o, a_regs, desc_v, true);
-    fx_wgmma_m64n64k16_rs_fp16<1>(o, a_regs,
-                                  fx_wgmma_desc_advance(desc_v, FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
-                                  true);
+    fx_wgmma_m64n64k16_rs_fp16<1>(
+        o, a_regs, fx_wgmma_desc_advance(desc_v, FX_WGMMA_K16_STEP_MN_MAJOR_BYTES), true);
     fx_wgmma_commit();
     fx_wgmma_fence_operand(s);
     fx_wgmma_fence_operand(o);
@@ -124,7 +124,7 @@ wgmma_kernel(const uint32_t *p_fragments, float *out)
 #define PRODUCER_THREADS 128
 #define CONSUMER_THREADS 256
 __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS, 1)
-warp_specialized_kernel(float *out)
+    warp_specialized_kernel(float *out)
 {
     __shared__ float handoff[CONSUMER_THREADS];
     const int warpgroup = threadIdx.x / 128;

@@ -14,7 +14,7 @@
 #include "fx_reference.h"
 
 fx_problem fx_test_problem(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
-                          int head_dim, bool causal, fx_dtype dtype)
+                           int head_dim, bool causal, fx_dtype dtype)
 {
     fx_problem p = fx_problem_default();
     p.batch = batch;
@@ -104,7 +104,8 @@ static void assert_pass(const verdict *v, const fx_problem *p, const char *what,
 {
     const fx_err model = fx_err_acc_result(&v->model), emu = fx_err_acc_result(&v->emu);
     double bound;
-    const bool ok = is_lse ? fx_pass_lse(model, emu, &bound) : fx_pass(model, emu, p->dtype, &bound);
+    const bool ok =
+        is_lse ? fx_pass_lse(model, emu, &bound) : fx_pass(model, emu, p->dtype, &bound);
     char shape[160], em[96], ee[96];
     fx_problem_format(p, shape, sizeof shape);
     fx_err_format(model, em, sizeof em);
@@ -123,15 +124,18 @@ void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, b
     verdict o, lse;
     verdict_init(&o);
     verdict_init(&lse);
-    double *o_ref = fx_test_calloc((size_t)sq * d, sizeof(double)), *lse_ref = fx_test_calloc(sq, sizeof(double));
-    float *o_emu = fx_test_calloc((size_t)sq * d, sizeof(float)), *lse_emu = fx_test_calloc(sq, sizeof(float));
+    double *o_ref = fx_test_calloc((size_t)sq * d, sizeof(double)),
+           *lse_ref = fx_test_calloc(sq, sizeof(double));
+    float *o_emu = fx_test_calloc((size_t)sq * d, sizeof(float)),
+          *lse_emu = fx_test_calloc(sq, sizeof(float));
     for (int b = 0; b < p.batch; ++b)
         for (int h = 0; h < p.heads_q; ++h) {
             fx_ref_forward_rows(&p, r.q, r.k, r.v, b, h, 0, sq, o_ref, lse_ref);
             fx_emu_forward_rows(&p, r.q, r.k, r.v, b, h, 0, sq, o_emu, lse_emu);
             for (int i = 0; i < sq; ++i) {
                 for (int c = 0; c < d; ++c) {
-                    fx_err_acc_add(&o.model, r.o[fx_at_q(&p, b, i, h, c)], o_ref[(size_t)i * d + c]);
+                    fx_err_acc_add(&o.model, r.o[fx_at_q(&p, b, i, h, c)],
+                                   o_ref[(size_t)i * d + c]);
                     fx_err_acc_add(&o.emu, o_emu[(size_t)i * d + c], o_ref[(size_t)i * d + c]);
                 }
                 fx_err_acc_add(&lse.model, r.lse[fx_at_lse(&p, b, h, i)], lse_ref[i]);
@@ -151,9 +155,11 @@ void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, b
         verdict_init(&dk);
         verdict_init(&dv);
         const size_t nq = (size_t)G * sq * d, nk = (size_t)sk * d;
-        double *dq_ref = fx_test_calloc(nq, sizeof(double)), *dk_ref = fx_test_calloc(nk, sizeof(double)),
+        double *dq_ref = fx_test_calloc(nq, sizeof(double)),
+               *dk_ref = fx_test_calloc(nk, sizeof(double)),
                *dv_ref = fx_test_calloc(nk, sizeof(double));
-        float *dq_emu = fx_test_calloc(nq, sizeof(float)), *dk_emu = fx_test_calloc(nk, sizeof(float)),
+        float *dq_emu = fx_test_calloc(nq, sizeof(float)),
+              *dk_emu = fx_test_calloc(nk, sizeof(float)),
               *dv_emu = fx_test_calloc(nk, sizeof(float));
         for (int b = 0; b < p.batch; ++b)
             for (int hk = 0; hk < p.heads_kv; ++hk) {
@@ -163,7 +169,8 @@ void fx_model_check_against_reference(const fx_cpu_model *model, fx_problem p, b
                     for (int i = 0; i < sq; ++i)
                         for (int c = 0; c < d; ++c) {
                             const size_t e = ((size_t)g * sq + i) * d + c;
-                            fx_err_acc_add(&dq.model, r.dq[fx_at_q(&p, b, i, hk * G + g, c)], dq_ref[e]);
+                            fx_err_acc_add(&dq.model, r.dq[fx_at_q(&p, b, i, hk * G + g, c)],
+                                           dq_ref[e]);
                             fx_err_acc_add(&dq.emu, dq_emu[e], dq_ref[e]);
                         }
                 for (int j = 0; j < sk; ++j)

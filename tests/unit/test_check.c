@@ -19,8 +19,8 @@
 typedef struct case_data {
     fx_problem p;
     size_t n;
-    double *ref;  /* fp64 */
-    float *emu;   /* emulation in p.dtype */
+    double *ref; /* fp64 */
+    float *emu;  /* emulation in p.dtype */
 } case_data;
 
 static fx_problem small_problem(fx_dtype dt, fx_dist dist, int seqlen_q, int seqlen_k, bool causal)
@@ -60,7 +60,8 @@ static case_data compute(fx_problem p, which w)
         c.ref = fx_test_calloc(c.n, sizeof(double));
         c.emu = fx_test_calloc(c.n, sizeof(float));
         double *dq = fx_test_calloc(nq, sizeof(double)), *dv = fx_test_calloc(c.n, sizeof(double));
-        float *dq_emu = fx_test_calloc(nq, sizeof(float)), *dv_emu = fx_test_calloc(c.n, sizeof(float));
+        float *dq_emu = fx_test_calloc(nq, sizeof(float)),
+              *dv_emu = fx_test_calloc(c.n, sizeof(float));
         fx_ref_backward_group(&p, q, k, v, dout, 0, 0, dq, c.ref, dv);
         fx_emu_backward_group(&p, q, k, v, dout, 0, 0, dq_emu, c.emu, dv_emu);
         free(dq);
@@ -117,16 +118,19 @@ START_TEST(a_stage_equal_to_the_emulation_passes)
 {
     for (int dt = 0; dt < FX_DTYPE_COUNT; dt++) {
         for (int causal = 0; causal <= 1; causal++) {
-            case_data o = compute(small_problem((fx_dtype)dt, FX_DIST_NORMAL, 64, 96, causal), WHICH_O);
+            case_data o =
+                compute(small_problem((fx_dtype)dt, FX_DIST_NORMAL, 64, 96, causal), WHICH_O);
             fx_err emu = fx_compare_f64(o.emu, o.ref, o.n);
             fx_err stage = fx_compare_f64(o.emu, o.ref, o.n);
             double bound = -1.0;
             ck_assert(fx_pass(stage, emu, (fx_dtype)dt, &bound));
-            ck_assert_double_eq(bound, FX_PASS_FACTOR * emu.max_abs +
-                                           fmax(fx_slack((fx_dtype)dt, emu.ref_max), FX_ACCUM_SLACK));
+            ck_assert_double_eq(bound,
+                                FX_PASS_FACTOR * emu.max_abs +
+                                    fmax(fx_slack((fx_dtype)dt, emu.ref_max), FX_ACCUM_SLACK));
             release(&o);
 
-            case_data lse = compute(small_problem((fx_dtype)dt, FX_DIST_NORMAL, 64, 96, causal), WHICH_LSE);
+            case_data lse =
+                compute(small_problem((fx_dtype)dt, FX_DIST_NORMAL, 64, 96, causal), WHICH_LSE);
             fx_err lse_emu = fx_compare_f64(lse.emu, lse.ref, lse.n);
             ck_assert(fx_pass_lse(lse_emu, lse_emu, NULL));
             release(&lse);
@@ -146,7 +150,8 @@ START_TEST(three_times_the_emulation_error_fails)
     fx_err emu = fx_compare_f64(dk.emu, dk.ref, dk.n);
     double slack = fx_slack(FX_FP16, emu.ref_max);
     ck_assert_msg(emu.max_abs > slack,
-                  "precondition: the emulation error %.3g must exceed one ulp %.3g", emu.max_abs, slack);
+                  "precondition: the emulation error %.3g must exceed one ulp %.3g", emu.max_abs,
+                  slack);
 
     float *three = scaled_error(&dk, 3.0), *two = scaled_error(&dk, 2.0);
     fx_err e3 = fx_compare_f64(three, dk.ref, dk.n), e2 = fx_compare_f64(two, dk.ref, dk.n);
@@ -186,7 +191,7 @@ START_TEST(one_nan_fails)
     fx_err e = fx_compare_f64(stage, o.ref, o.n);
     ck_assert_uint_eq(e.nan_count, 1);
     ck_assert_double_le(e.max_abs, emu.max_abs); /* every finite element is fine ... */
-    ck_assert(!fx_pass(e, emu, FX_BF16, NULL)); /* ... and still it fails */
+    ck_assert(!fx_pass(e, emu, FX_BF16, NULL));  /* ... and still it fails */
     /* The same for LSE, and for a NaN in the emulation (its error would mean nothing). */
     ck_assert(!fx_pass_lse(e, emu, NULL));
     ck_assert(!fx_pass(emu, e, FX_BF16, NULL));
@@ -289,7 +294,7 @@ START_TEST(lse_slack_is_relative_beyond_one)
     fx_err stage = exact;
     double bound;
     ck_assert(fx_pass_lse(stage, exact, &bound));
-    ck_assert_double_eq(bound, FX_LSE_REL_SLACK);          /* max(1, 0.5) = 1 */
+    ck_assert_double_eq(bound, FX_LSE_REL_SLACK); /* max(1, 0.5) = 1 */
     exact.ref_max = stage.ref_max = 30.0;
     stage.max_abs = 29.0 * FX_LSE_REL_SLACK;
     ck_assert(fx_pass_lse(stage, exact, &bound));

@@ -48,10 +48,12 @@ static void assert_tails(const fx_problem *p)
  * a multiple of 16; the backward's square tiles are the largest that fit 96 KiB. */
 START_TEST(tiles_follow_the_papers_rule_for_each_head_dim_bucket)
 {
-    const struct { int head_dim, m, n, bwd_m, bwd_n, bucket; } table[] = {
-        {8, 64, 96, 48, 48, 64},      {40, 64, 96, 48, 48, 64},     {64, 64, 96, 48, 48, 64},
-        {72, 48, 48, 32, 32, 128},    {128, 48, 48, 32, 32, 128},   {136, 32, 32, 16, 16, 192},
-        {192, 32, 32, 16, 16, 192},   {200, 16, 16, 16, 16, 256},   {256, 16, 16, 16, 16, 256},
+    const struct {
+        int head_dim, m, n, bwd_m, bwd_n, bucket;
+    } table[] = {
+        {8, 64, 96, 48, 48, 64},    {40, 64, 96, 48, 48, 64},   {64, 64, 96, 48, 48, 64},
+        {72, 48, 48, 32, 32, 128},  {128, 48, 48, 32, 32, 128}, {136, 32, 32, 16, 16, 192},
+        {192, 32, 32, 16, 16, 192}, {200, 16, 16, 16, 16, 256}, {256, 16, 16, 16, 16, 256},
     };
     for (size_t e = 0; e < sizeof table / sizeof table[0]; ++e) {
         const fx_flash1_tiles f = fx_flash1_tiles_for(table[e].head_dim, false);

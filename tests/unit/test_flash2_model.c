@@ -49,8 +49,13 @@ static void assert_tails(const fx_problem *p)
  * and 32 × 64 at 256, where dK + dV take most registers (flash2_bwd.cu says why). */
 START_TEST(tiles_are_the_kernels_tiles_for_each_head_dim)
 {
-    const struct { int head_dim, m, n, bwd_m, bwd_n; } table[] = {
-        {64, 128, 64, 128, 128}, {96, 128, 64, 64, 64}, {128, 128, 32, 64, 128}, {256, 128, 64, 32, 64},
+    const struct {
+        int head_dim, m, n, bwd_m, bwd_n;
+    } table[] = {
+        {64, 128, 64, 128, 128},
+        {96, 128, 64, 64, 64},
+        {128, 128, 32, 64, 128},
+        {256, 128, 64, 32, 64},
     };
     for (size_t e = 0; e < sizeof table / sizeof table[0]; ++e) {
         const fx_flash2_tiles f = fx_flash2_tiles_for(table[e].head_dim, false);

@@ -90,14 +90,14 @@ END_TEST
 
 START_TEST(fp16_subnormals_round_to_nearest_even)
 {
-    ck_assert_uint_eq(fx_float_to_fp16(0x1p-24f), 0x0001);       /* smallest subnormal */
-    ck_assert_uint_eq(fx_float_to_fp16(0x1p-25f), 0x0000);       /* tie with 0: even, 0 */
-    ck_assert_uint_eq(fx_float_to_fp16(0x1.8p-25f), 0x0001);     /* 0.75 of a step: up */
-    ck_assert_uint_eq(fx_float_to_fp16(0x1.8p-24f), 0x0002);     /* 1.5 steps: tie, even 2 */
-    ck_assert_uint_eq(fx_float_to_fp16(0x1.4p-23f), 0x0002);     /* 2.5 steps: tie, even 2 */
-    ck_assert_uint_eq(fx_float_to_fp16(0x1p-26f), 0x0000);       /* a quarter step: 0 */
+    ck_assert_uint_eq(fx_float_to_fp16(0x1p-24f), 0x0001);   /* smallest subnormal */
+    ck_assert_uint_eq(fx_float_to_fp16(0x1p-25f), 0x0000);   /* tie with 0: even, 0 */
+    ck_assert_uint_eq(fx_float_to_fp16(0x1.8p-25f), 0x0001); /* 0.75 of a step: up */
+    ck_assert_uint_eq(fx_float_to_fp16(0x1.8p-24f), 0x0002); /* 1.5 steps: tie, even 2 */
+    ck_assert_uint_eq(fx_float_to_fp16(0x1.4p-23f), 0x0002); /* 2.5 steps: tie, even 2 */
+    ck_assert_uint_eq(fx_float_to_fp16(0x1p-26f), 0x0000);   /* a quarter step: 0 */
     ck_assert_uint_eq(fx_float_to_fp16(-0x1p-24f), 0x8001);
-    ck_assert_uint_eq(fx_float_to_fp16(0x3ffp-24f), 0x03ff);     /* largest subnormal */
+    ck_assert_uint_eq(fx_float_to_fp16(0x3ffp-24f), 0x03ff); /* largest subnormal */
     /* Halfway between the largest subnormal (odd) and the smallest normal: up to 2^-14. */
     ck_assert_uint_eq(fx_float_to_fp16(0x7ffp-25f), 0x0400);
     ck_assert_uint_eq(fx_float_to_fp16(0x1p-14f), 0x0400);
@@ -292,7 +292,10 @@ static moments sample(fx_problem p, fx_tensor_id id)
     return m;
 }
 
-static double five_sigma(double variance_of_one) { return 5.0 * sqrt(variance_of_one / N_SAMPLES); }
+static double five_sigma(double variance_of_one)
+{
+    return 5.0 * sqrt(variance_of_one / N_SAMPLES);
+}
 
 START_TEST(normal_inputs_have_mean_0_variance_1_and_kurtosis_3)
 {
@@ -466,8 +469,9 @@ START_TEST(layouts_counts_and_names)
     p.softmax_scale = 0.5;
     p.dist = FX_DIST_LARGE_LOGITS;
     fx_problem_format(&p, line, sizeof line);
-    ck_assert_str_eq(line,
-                     "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 non-causal large-logits scale=0.5 seed=1");
+    ck_assert_str_eq(
+        line,
+        "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 non-causal large-logits scale=0.5 seed=1");
 }
 END_TEST
 
@@ -486,7 +490,10 @@ static fx_problem flop_problem(int seqlen_q, int seqlen_k, bool causal)
     return p;
 }
 
-static double per_pair(const fx_problem *p) { return 4.0 * p->batch * p->heads_q * p->head_dim; }
+static double per_pair(const fx_problem *p)
+{
+    return 4.0 * p->batch * p->heads_q * p->head_dim;
+}
 
 START_TEST(non_causal_flops_are_4_b_h_d_sq_sk)
 {

@@ -68,7 +68,8 @@ END_TEST
 
 START_TEST(heads_q_not_a_multiple_of_heads_kv_is_refused)
 {
-    assert_refused("--heads-q 6 --heads-kv 4", "heads_q (6) is not a multiple of heads_kv (4)", NULL);
+    assert_refused("--heads-q 6 --heads-kv 4", "heads_q (6) is not a multiple of heads_kv (4)",
+                   NULL);
     assert_refused("--heads-kv 3", "heads_q (16) is not a multiple of heads_kv (3)", NULL);
 }
 END_TEST

@@ -27,8 +27,8 @@ typedef struct tensors {
 static fx_problem problem(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,
                           int head_dim, bool causal)
 {
-    fx_problem p = fx_test_problem(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim,
-                                   causal, fx_problem_default().dtype);
+    fx_problem p = fx_test_problem(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal,
+                                   fx_problem_default().dtype);
     p.seed = 20240901;
     return p;
 }
@@ -59,20 +59,24 @@ static void release(tensors *t)
 }
 
 /* The kv head that query head h reads. */
-static int kv_head(const fx_problem *p, int h) { return h / (p->heads_q / p->heads_kv); }
+static int kv_head(const fx_problem *p, int h)
+{
+    return h / (p->heads_q / p->heads_kv);
+}
 
 /* scale·q_i·k_j in fp64: the score a row with a single key must report as its LSE. */
 static double score(const tensors *t, int b, int i, int h, int j)
 {
     double s = 0.0;
     for (int d = 0; d < t->p.head_dim; d++)
-        s += (double)t->q[fx_at_q(&t->p, b, i, h, d)] * t->k[fx_at_kv(&t->p, b, j, kv_head(&t->p, h), d)];
+        s += (double)t->q[fx_at_q(&t->p, b, i, h, d)] *
+             t->k[fx_at_kv(&t->p, b, j, kv_head(&t->p, h), d)];
     return t->p.softmax_scale * s;
 }
 
 /* Whole forward of one (b, h) slice, fp64 and emulated. */
 typedef struct slice {
-    double *o, *lse;      /* fp64:     [seqlen_q, head_dim], [seqlen_q] */
+    double *o, *lse; /* fp64:     [seqlen_q, head_dim], [seqlen_q] */
     float *o_emu, *lse_emu;
 } slice;
 
@@ -99,7 +103,7 @@ static void free_slice(slice *s)
 
 /* Whole backward of one (b, kv head) group, fp64 and emulated. */
 typedef struct group {
-    double *dq, *dk, *dv;   /* [G, seqlen_q, head_dim], [seqlen_k, head_dim] x2 */
+    double *dq, *dk, *dv; /* [G, seqlen_q, head_dim], [seqlen_k, head_dim] x2 */
     float *dq_emu, *dk_emu, *dv_emu;
 } group;
 
@@ -157,8 +161,10 @@ START_TEST(one_key_gives_o_equal_v_and_lse_equal_its_score)
                 slice s = forward_slice(&t, b, h);
                 for (int i = 0; i < p->seqlen_q; i++) {
                     double expected_lse = score(&t, b, i, h, 0);
-                    ck_assert_double_eq_tol(s.lse[i], expected_lse, 1e-12 * fmax(1, fabs(expected_lse)));
-                    ck_assert_double_eq_tol(s.lse_emu[i], expected_lse, 1e-5 * fmax(1, fabs(expected_lse)));
+                    ck_assert_double_eq_tol(s.lse[i], expected_lse,
+                                            1e-12 * fmax(1, fabs(expected_lse)));
+                    ck_assert_double_eq_tol(s.lse_emu[i], expected_lse,
+                                            1e-5 * fmax(1, fabs(expected_lse)));
                     for (int d = 0; d < p->head_dim; d++) {
                         float vd = t.v[fx_at_kv(p, b, 0, kv_head(p, h), d)];
                         ck_assert_double_eq(s.o[(size_t)i * p->head_dim + d], vd);
@@ -255,7 +261,8 @@ START_TEST(a_fully_masked_row_gives_zero_o_minus_inf_lse_and_zero_gradients)
     tensors trimmed = make(problem(1, SQ - FIRST_SEEN, SK, HQ, HKV, D, true));
     size_t row_elems = (size_t)HQ * D;
     memcpy(trimmed.q, t.q + FIRST_SEEN * row_elems, (SQ - FIRST_SEEN) * row_elems * sizeof(float));
-    memcpy(trimmed.dout, t.dout + FIRST_SEEN * row_elems, (SQ - FIRST_SEEN) * row_elems * sizeof(float));
+    memcpy(trimmed.dout, t.dout + FIRST_SEEN * row_elems,
+           (SQ - FIRST_SEEN) * row_elems * sizeof(float));
     memcpy(trimmed.k, t.k, fx_numel_kv(p) * sizeof(float));
     memcpy(trimmed.v, t.v, fx_numel_kv(p) * sizeof(float));
 
@@ -416,11 +423,11 @@ START_TEST(the_fp64_backward_matches_central_differences_with_gqa_and_causal)
                     double fd_v = central_difference(&t, t.v, fx_at_kv(p, 0, j, hk, d));
                     double an_k = g.dk[(size_t)j * D + d], an_v = g.dv[(size_t)j * D + d];
                     ck_assert_msg(fabs(fd_k - an_k) < FD_TOLERANCE,
-                                  "dK[hk=%d j=%d d=%d]: backward %.9f, finite difference %.9f",
-                                  hk, j, d, an_k, fd_k);
+                                  "dK[hk=%d j=%d d=%d]: backward %.9f, finite difference %.9f", hk,
+                                  j, d, an_k, fd_k);
                     ck_assert_msg(fabs(fd_v - an_v) < FD_TOLERANCE,
-                                  "dV[hk=%d j=%d d=%d]: backward %.9f, finite difference %.9f",
-                                  hk, j, d, an_v, fd_v);
+                                  "dV[hk=%d j=%d d=%d]: backward %.9f, finite difference %.9f", hk,
+                                  j, d, an_v, fd_v);
                     worst = fmax(worst, fmax(fabs(fd_k - an_k), fabs(fd_v - an_v)));
                 }
             }
@@ -519,7 +526,10 @@ END_TEST
 #define EMU_MAX_ULPS_O 2.0
 #define EMU_MAX_ULPS_GRAD 4.0
 
-static double ulps(fx_err e, fx_dtype dt) { return e.max_abs / fx_slack(dt, e.ref_max); }
+static double ulps(fx_err e, fx_dtype dt)
+{
+    return e.max_abs / fx_slack(dt, e.ref_max);
+}
 
 START_TEST(the_emulation_lands_within_a_few_dtype_ulps_of_fp64)
 {
@@ -556,16 +566,17 @@ START_TEST(the_emulation_lands_within_a_few_dtype_ulps_of_fp64)
                     if (p->dist != FX_DIST_LARGE_LOGITS) {
                         group g = backward_group(&t, 0, p->heads_kv - 1);
                         size_t G = (size_t)(p->heads_q / p->heads_kv);
-                        size_t nq = G * p->seqlen_q * p->head_dim, nk = (size_t)p->seqlen_k * p->head_dim;
+                        size_t nq = G * p->seqlen_q * p->head_dim,
+                               nk = (size_t)p->seqlen_k * p->head_dim;
                         fx_err e_dq = fx_compare_f64(g.dq_emu, g.dq, nq);
                         fx_err e_dk = fx_compare_f64(g.dk_emu, g.dk, nk);
                         fx_err e_dv = fx_compare_f64(g.dv_emu, g.dv, nk);
-                        ck_assert_msg(ulps(e_dq, p->dtype) <= EMU_MAX_ULPS_GRAD, "%s: dQ off by %.2f ulps",
-                                      desc, ulps(e_dq, p->dtype));
-                        ck_assert_msg(ulps(e_dk, p->dtype) <= EMU_MAX_ULPS_GRAD, "%s: dK off by %.2f ulps",
-                                      desc, ulps(e_dk, p->dtype));
-                        ck_assert_msg(ulps(e_dv, p->dtype) <= EMU_MAX_ULPS_GRAD, "%s: dV off by %.2f ulps",
-                                      desc, ulps(e_dv, p->dtype));
+                        ck_assert_msg(ulps(e_dq, p->dtype) <= EMU_MAX_ULPS_GRAD,
+                                      "%s: dQ off by %.2f ulps", desc, ulps(e_dq, p->dtype));
+                        ck_assert_msg(ulps(e_dk, p->dtype) <= EMU_MAX_ULPS_GRAD,
+                                      "%s: dK off by %.2f ulps", desc, ulps(e_dk, p->dtype));
+                        ck_assert_msg(ulps(e_dv, p->dtype) <= EMU_MAX_ULPS_GRAD,
+                                      "%s: dV off by %.2f ulps", desc, ulps(e_dv, p->dtype));
                         ck_assert(e_dq.nan_count + e_dk.nan_count + e_dv.nan_count == 0);
                         /* And not trivially: the emulation does round (it is not fp64). */
                         ck_assert_double_gt(e_dq.max_abs, 0.0);
@@ -723,8 +734,10 @@ static Suite *reference_suite(void)
     suite_add_tcase(s, grad);
 
     TCase *causal = tcase_create("causal_alignment");
-    tcase_add_test(causal, causal_row_i_sees_exactly_keys_up_to_i_plus_seqlen_k_minus_seqlen_q_when_sq_lt_sk);
-    tcase_add_test(causal, causal_row_i_sees_exactly_keys_up_to_i_plus_seqlen_k_minus_seqlen_q_when_sq_gt_sk);
+    tcase_add_test(
+        causal, causal_row_i_sees_exactly_keys_up_to_i_plus_seqlen_k_minus_seqlen_q_when_sq_lt_sk);
+    tcase_add_test(
+        causal, causal_row_i_sees_exactly_keys_up_to_i_plus_seqlen_k_minus_seqlen_q_when_sq_gt_sk);
     tcase_add_test(causal, causal_row_i_sees_exactly_keys_up_to_i_when_sq_eq_sk);
     suite_add_tcase(s, causal);
 

@@ -10,15 +10,28 @@
 #include "fx_problem.h"
 #include "fx_stage.h"
 
-static cudaError_t no_launch(const fx_fwd_args *a) { (void)a; return cudaSuccess; }
-static cudaError_t no_launch_bwd(const fx_bwd_args *a) { (void)a; return cudaSuccess; }
+static cudaError_t no_launch(const fx_fwd_args *a)
+{
+    (void)a;
+    return cudaSuccess;
+}
+static cudaError_t no_launch_bwd(const fx_bwd_args *a)
+{
+    (void)a;
+    return cudaSuccess;
+}
 
 /* A stage like 03: head_dim 64/128, bf16 only, causal, no GQA, a backward. */
 static const fx_stage listed = {
     .id = "99_listed",
     .summary = "a test stage with a list of head dims",
-    .caps = {.head_dims = {64, 128}, .n_head_dims = 2, .dtypes = FX_DTYPE_BIT(FX_BF16),
-             .causal = true, .gqa = false, .backward = true, .min_sm = 80},
+    .caps = {.head_dims = {64, 128},
+             .n_head_dims = 2,
+             .dtypes = FX_DTYPE_BIT(FX_BF16),
+             .causal = true,
+             .gqa = false,
+             .backward = true,
+             .min_sm = 80},
     .forward = no_launch,
     .backward = no_launch_bwd,
 };
@@ -27,9 +40,14 @@ static const fx_stage listed = {
 static const fx_stage ranged = {
     .id = "98_ranged",
     .summary = "a test stage with a head_dim range",
-    .caps = {.head_dim_multiple = 8, .head_dim_max = 128,
-             .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16), .causal = false,
-             .gqa = true, .backward = false, .min_sm = 90, .sm90a_only = true,
+    .caps = {.head_dim_multiple = 8,
+             .head_dim_max = 128,
+             .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+             .causal = false,
+             .gqa = true,
+             .backward = false,
+             .min_sm = 90,
+             .sm90a_only = true,
              .limits = "a limit in words"},
     .forward = no_launch,
 };

@@ -21,16 +21,15 @@
 START_TEST(every_field_lands_in_its_bits)
 {
     /* Distinct values in every field, each at most its width, none zero. */
-    const uint32_t addr = 0x2A3C0;  /* 16-byte aligned, below 2^18 */
-    const uint32_t lbo = 0x1230;    /* bytes */
-    const uint32_t sbo = 0x3FF0;    /* bytes */
+    const uint32_t addr = 0x2A3C0; /* 16-byte aligned, below 2^18 */
+    const uint32_t lbo = 0x1230;   /* bytes */
+    const uint32_t sbo = 0x3FF0;   /* bytes */
     const uint64_t d = fx_wgmma_desc_make(addr, lbo, sbo, 5, FX_WGMMA_SWIZZLE_64B);
 
     /* By hand, from the ISA table: [0,14) addr>>4, [16,30) lbo>>4, [32,46) sbo>>4,
      * [49,52) base offset, [62,64) layout. */
-    const uint64_t expected = (uint64_t)(addr >> 4) | (uint64_t)(lbo >> 4) << 16
-                            | (uint64_t)(sbo >> 4) << 32 | (uint64_t)5 << 49
-                            | (uint64_t)2 << 62;
+    const uint64_t expected = (uint64_t)(addr >> 4) | (uint64_t)(lbo >> 4) << 16 |
+                              (uint64_t)(sbo >> 4) << 32 | (uint64_t)5 << 49 | (uint64_t)2 << 62;
     ck_assert_uint_eq(d, expected);
 
     const fx_wgmma_desc_fields f = fx_wgmma_desc_decode(d);
@@ -46,8 +45,8 @@ START_TEST(reserved_bits_stay_zero)
 {
     /* All-ones inputs fill exactly the five fields and nothing else. */
     const uint64_t d = fx_wgmma_desc_make(0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFu, 0xFFu);
-    const uint64_t fields = UINT64_C(0x3FFF) | UINT64_C(0x3FFF) << 16 | UINT64_C(0x3FFF) << 32
-                          | UINT64_C(0x7) << 49 | UINT64_C(0x3) << 62;
+    const uint64_t fields = UINT64_C(0x3FFF) | UINT64_C(0x3FFF) << 16 | UINT64_C(0x3FFF) << 32 |
+                            UINT64_C(0x7) << 49 | UINT64_C(0x3) << 62;
     ck_assert_uint_eq(d, fields);
     ck_assert_uint_eq(d & ~fields, 0);
 }
@@ -80,10 +79,10 @@ START_TEST(k_major_sw128_of_a_64x64_bf16_tile)
     const uint32_t tile = 0x4400;
     const fx_wgmma_desc_fields f = fx_wgmma_desc_decode(fx_wgmma_desc_k_sw128(tile));
     ck_assert_uint_eq(f.start_address, tile >> 4);
-    ck_assert_uint_eq(f.sbo, 1024 >> 4);          /* 8 rows × 128 B */
-    ck_assert_uint_eq(f.lbo, 1);                  /* unused, "assumed 1" */
-    ck_assert_uint_eq(f.base_offset, 0);          /* the atom starts on 1024 B */
-    ck_assert_uint_eq(f.layout, 1);               /* 128B swizzle */
+    ck_assert_uint_eq(f.sbo, 1024 >> 4); /* 8 rows × 128 B */
+    ck_assert_uint_eq(f.lbo, 1);         /* unused, "assumed 1" */
+    ck_assert_uint_eq(f.base_offset, 0); /* the atom starts on 1024 B */
+    ck_assert_uint_eq(f.layout, 1);      /* 128B swizzle */
 }
 END_TEST
 
@@ -109,8 +108,8 @@ START_TEST(mn_major_sw128_of_v)
     const uint64_t d = fx_wgmma_desc_mn_sw128(tile, slab);
     const fx_wgmma_desc_fields f = fx_wgmma_desc_decode(d);
     ck_assert_uint_eq(f.start_address, tile >> 4);
-    ck_assert_uint_eq(f.sbo, 1024 >> 4);   /* K rows 0-7 → 8-15: one atom */
-    ck_assert_uint_eq(f.lbo, slab >> 4);   /* columns 0-63 → 64-127: one slab */
+    ck_assert_uint_eq(f.sbo, 1024 >> 4); /* K rows 0-7 → 8-15: one atom */
+    ck_assert_uint_eq(f.lbo, slab >> 4); /* columns 0-63 → 64-127: one slab */
     ck_assert_uint_eq(f.layout, 1);
     /* The next k16 slice is 16 rows down: 2048 bytes, +128 in the address field. */
     const uint64_t d1 = fx_wgmma_desc_advance(d, FX_WGMMA_K16_STEP_MN_MAJOR_BYTES);
@@ -127,21 +126,21 @@ END_TEST
  * hand: row r permutes the chunks by XOR with r, and the pattern repeats every 8 rows. */
 static const int STORED[8][8] = {
     /*        c: 0  1  2  3  4  5  6  7 */
-    /* r 0 */ { 0, 1, 2, 3, 4, 5, 6, 7 },
-    /* r 1 */ { 1, 0, 3, 2, 5, 4, 7, 6 },
-    /* r 2 */ { 2, 3, 0, 1, 6, 7, 4, 5 },
-    /* r 3 */ { 3, 2, 1, 0, 7, 6, 5, 4 },
-    /* r 4 */ { 4, 5, 6, 7, 0, 1, 2, 3 },
-    /* r 5 */ { 5, 4, 7, 6, 1, 0, 3, 2 },
-    /* r 6 */ { 6, 7, 4, 5, 2, 3, 0, 1 },
-    /* r 7 */ { 7, 6, 5, 4, 3, 2, 1, 0 },
+    /* r 0 */ {0, 1, 2, 3, 4, 5, 6, 7},
+    /* r 1 */ {1, 0, 3, 2, 5, 4, 7, 6},
+    /* r 2 */ {2, 3, 0, 1, 6, 7, 4, 5},
+    /* r 3 */ {3, 2, 1, 0, 7, 6, 5, 4},
+    /* r 4 */ {4, 5, 6, 7, 0, 1, 2, 3},
+    /* r 5 */ {5, 4, 7, 6, 1, 0, 3, 2},
+    /* r 6 */ {6, 7, 4, 5, 2, 3, 0, 1},
+    /* r 7 */ {7, 6, 5, 4, 3, 2, 1, 0},
 };
 
 START_TEST(swizzle128_matches_the_hand_drawn_table)
 {
-    for (uint32_t r = 0; r < 16; ++r)      /* two atoms: the pattern repeats */
+    for (uint32_t r = 0; r < 16; ++r) /* two atoms: the pattern repeats */
         for (uint32_t c = 0; c < 8; ++c)
-            for (uint32_t b = 0; b < 16; b += 5) {   /* bytes inside a chunk keep their place */
+            for (uint32_t b = 0; b < 16; b += 5) { /* bytes inside a chunk keep their place */
                 const uint32_t want = r * 128 + (uint32_t)STORED[r % 8][c] * 16 + b;
                 ck_assert_msg(fx_swizzle128_offset(r, c * 16 + b) == want,
                               "row %u chunk %u byte %u: got %u, want %u", r, c, b,
@@ -158,7 +157,7 @@ START_TEST(swizzle128_is_a_permutation_of_each_atom)
         for (uint32_t col = 0; col < 128; ++col) {
             const uint32_t off = fx_swizzle128_offset(r, col);
             ck_assert_uint_lt(off, 1024);
-            ck_assert_uint_eq(off / 128, r);  /* a row stays in its 128 bytes */
+            ck_assert_uint_eq(off / 128, r); /* a row stays in its 128 bytes */
             ck_assert_int_eq(seen[off], 0);
             seen[off] = 1;
         }
@@ -180,21 +179,21 @@ static fx_tma_tiled k_map(void)
     p.seqlen_q = p.seqlen_k = 1000;
     p.heads_q = p.heads_kv = 4;
     p.head_dim = 128;
-    return fx_tma_tiled_qkv(fake_tensor, FX_BF16, fx_layout_kv(&p), p.batch, p.seqlen_k,
-                            p.heads_kv, p.head_dim, 128, 64);
+    return fx_tma_tiled_qkv(fake_tensor, FX_BF16, fx_layout_kv(&p), p.batch, p.seqlen_k, p.heads_kv,
+                            p.head_dim, 128, 64);
 }
 
 START_TEST(qkv_map_has_the_documented_shape)
 {
     const fx_tma_tiled t = k_map();
     ck_assert_int_eq(t.rank, 4);
-    ck_assert_uint_eq(t.global_dim[0], 128);   /* head_dim */
-    ck_assert_uint_eq(t.global_dim[1], 4);     /* heads    */
-    ck_assert_uint_eq(t.global_dim[2], 1000);  /* seqlen   */
-    ck_assert_uint_eq(t.global_dim[3], 2);     /* batch    */
-    ck_assert_uint_eq(t.global_stride_bytes[0], 128 * 2);             /* next head */
-    ck_assert_uint_eq(t.global_stride_bytes[1], 4 * 128 * 2);         /* next row  */
-    ck_assert_uint_eq(t.global_stride_bytes[2], 1000 * 4 * 128 * 2);  /* next batch */
+    ck_assert_uint_eq(t.global_dim[0], 128);                         /* head_dim */
+    ck_assert_uint_eq(t.global_dim[1], 4);                           /* heads    */
+    ck_assert_uint_eq(t.global_dim[2], 1000);                        /* seqlen   */
+    ck_assert_uint_eq(t.global_dim[3], 2);                           /* batch    */
+    ck_assert_uint_eq(t.global_stride_bytes[0], 128 * 2);            /* next head */
+    ck_assert_uint_eq(t.global_stride_bytes[1], 4 * 128 * 2);        /* next row  */
+    ck_assert_uint_eq(t.global_stride_bytes[2], 1000 * 4 * 128 * 2); /* next batch */
     ck_assert_uint_eq(t.box_dim[0], 64);
     ck_assert_uint_eq(t.box_dim[1], 1);
     ck_assert_uint_eq(t.box_dim[2], 128);
@@ -208,11 +207,12 @@ END_TEST
 START_TEST(refuses_a_256_byte_inner_box_with_128b_swizzle)
 {
     fx_tma_tiled t = k_map();
-    t.box_dim[0] = 128;  /* 128 bf16 = 256 bytes: two 128B atoms wide */
+    t.box_dim[0] = 128; /* 128 bf16 = 256 bytes: two 128B atoms wide */
     char why[256] = "";
     ck_assert_int_eq(fx_tma_validate(&t, why, sizeof why), FX_TMA_BAD_ARGS);
     ck_assert_msg(strstr(why, "box_dim[0]") && strstr(why, "256 bytes") &&
-                  strstr(why, "128-byte swizzle span"), "%s", why);
+                      strstr(why, "128-byte swizzle span"),
+                  "%s", why);
 }
 END_TEST
 
@@ -229,11 +229,12 @@ END_TEST
 START_TEST(refuses_a_stride_not_a_multiple_of_16)
 {
     fx_tma_tiled t = k_map();
-    t.global_stride_bytes[1] = 1000;  /* a row of 500 bf16 */
+    t.global_stride_bytes[1] = 1000; /* a row of 500 bf16 */
     char why[256] = "";
     ck_assert_int_eq(fx_tma_validate(&t, why, sizeof why), FX_TMA_BAD_ARGS);
     ck_assert_msg(strstr(why, "global_stride_bytes[1] (1000)") &&
-                  strstr(why, "multiple of 16 bytes"), "%s", why);
+                      strstr(why, "multiple of 16 bytes"),
+                  "%s", why);
 }
 END_TEST
 
