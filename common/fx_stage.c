@@ -114,6 +114,15 @@ int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const
     return FX_EXIT_NO_GPU;
 }
 
+int fx_check_hopper_fwd(const fx_problem *p, const char *stage_id, size_t smem_bytes, char *why,
+                        size_t why_len)
+{
+    if (fx_check_grid_heads_batch(p, stage_id, why, why_len))
+        return 2;
+    return fx_check_smem_optin(smem_bytes, stage_id, p->head_dim, "Q and two stages of K and V",
+                               why, why_len);
+}
+
 int fx_check_ffma_softmax_scale(const fx_problem *p, const char *stage_id, char *why,
                                 size_t why_len)
 {

@@ -20,6 +20,11 @@ extern "C" {
 
 #define FX_MAX_HEAD_DIMS 8 /* the most head_dims an explicit caps list holds */
 
+/* The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
+ * "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80. */
+#define FX_SMEM_PER_BLOCK_OPTIN_SM90 (227 * 1024)
+#define FX_SMEM_PER_BLOCK_OPTIN_SM80 (163 * 1024)
+
 typedef struct fx_caps {
     /* head_dim: either an explicit list (n_head_dims > 0) or, when n_head_dims == 0,
      * any multiple of head_dim_multiple in [head_dim_multiple, head_dim_max]. */
@@ -114,6 +119,25 @@ int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *w
  * opening the device reports that (exit 77) on its own. */
 int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const char *what,
                         char *why, size_t why_len);
+
+/* The refusals every one-CTA-per-tile Hopper forward (stages 04-08) makes beyond its caps:
+ * fx_check_grid_heads_batch, then fx_check_smem_optin for `smem_bytes` per CTA (Q and the
+ * K/V ring). 0, 2 or 77 with the reason in `why`, as those two. Needs no GPU. */
+int fx_check_hopper_fwd(const fx_problem *p, const char *stage_id, size_t smem_bytes, char *why,
+                        size_t why_len);
+
+/* The capabilities every Hopper forward stage (04-08) has: head_dim 64/128/256 (whole
+ * 64-column slabs: one 128B-swizzled TMA box and wgmma atom each), bf16 and fp16, causal,
+ * GQA/MQA, no backward (stage 03 has the FA2 one, stage 11 will have Hopper's), sm_90a
+ * (wgmma, setmaxnreg and the sm_90a build exist only there). LIMITS: the stage's other
+ * limits in words, for --help. */
+#define FX_HOPPER_FWD_CAPS(LIMITS)                                                                 \
+    {                                                                                              \
+        .head_dims = {64, 128, 256}, .n_head_dims = 3,                                             \
+        .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16), .causal = true, .gqa = true,      \
+        .backward = false, .deterministic_backward = false, .min_sm = 90, .sm90a_only = true,      \
+        .limits = (LIMITS),                                                                        \
+    }
 
 /* The largest softmax_scale the tensor-core stages (03-08) take. Their softmax folds the
  * scale into one fp32 FFMA per score, P = exp2(S·c − m·c) with c = scale·log2(e) and m·c
