@@ -1,5 +1,5 @@
 /*
- * tma_fwd.cu — stage 04: stage 03's FlashAttention-2 forward, its tiles moved by the
+ * fwd.cu — stage 04: stage 03's FlashAttention-2 forward, its tiles moved by the
  * Tensor Memory Accelerator.
  *
  * Over stage 03 only the data movement changes. Q, K and V arrive in shared memory by
@@ -9,18 +9,10 @@
  * wait on by phase parity, in stage 03's two-stage K/V ring (the next block is requested
  * while this one is computed). O leaves by a TMA store from shared memory, which the
  * generic-proxy writes before it must fence (fence.proxy.async). Compute — mma.sync,
- * ldmatrix, the online softmax, the tiles, warps and register budget — is stage 03's,
- * line for line but one, and the outputs were bitwise equal to stage 03's until that
- * one: stage 03 now forms its online rescale from the rounded m_old·scale_log2
- * (__fmul_rn; docs/03_flash2.md, "The LSE must match the forward's P"), this stage still
- * fuses it, so O and LSE may differ from stage 03's by that rounding per rescale.
- * `diff -u` against stages/03_flash2/flash2_fwd.cu shows the copies, the addresses of
- * the new layout and that line.
- *
- * Measured on an H200 (batch 4, seqlen 4096, 2048/head_dim heads, bf16, 1980 MHz; the
- * README's table says which runs): head_dim 64 345 TFLOP/s (causal 306), head_dim 128
- * 357 (305), head_dim 256 350 (297), against stage 03's 328 (298), 335 (287), 329 (277):
- * 3-8% faster. Fewer instructions per copy, not more overlap: the ring is stage 03's.
+ * ldmatrix, the online softmax, the tiles, warps and register budget — is stage 03's.
+ * `scripts/stage_diff.sh 03 04` shows the copies and the addresses of the new layout;
+ * docs/04_tma_mbarrier.md gives the measured gain (fewer instructions per copy, not more
+ * overlap: the ring is stage 03's).
  *
  * Sources: PTX ISA 9.0 §9.7.9.25.5.2 "cp.async.bulk.tensor", §9.7.13.15 "mbarrier",
  * §9.7.13.4 "membar/fence" (fence.proxy.async, fence.mbarrier_init), §5.5 "Tensors"
@@ -42,12 +34,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fx_log.h"
 #include "fx_stage.h"
 #include "fx_tma.h"
 #include "ptx/hopper.cuh"
 #include "ptx/mma_sm80.cuh"
 
-#include "tma_common.cuh"
+#include "traits.cuh"
+
+// Internal linkage for everything below: the programs of later stages link this stage's
+// library beside their own, which define the same names.
+namespace {
 
 /* ---------------------------------------------------------------------------------
  * Compile-time configuration
@@ -55,7 +52,7 @@
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocksPerSm_,
           int kStages_>
-struct TmaConfig {
+struct Config {
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kBlockM = kBlockM_;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;  // keys per K/V block
@@ -75,7 +72,7 @@ struct TmaConfig {
     static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
     // With the 128-byte swizzle a TMA box row is at most 128 bytes (64 elements): a tile
     // is kSlabs boxes side by side, each stored as its own slab of rows × 128 bytes
-    // (swizzled_offset, tma_common.cuh). In a slab, a row is 128 bytes.
+    // (swizzled_offset, traits.cuh). In a slab, a row is 128 bytes.
     static constexpr int kSlabs = kHeadDim / kSwizzleRowElems;
     static constexpr int kSmemRowBytes = kSwizzleRowBytes;
     static constexpr int kSlabBytesQ = kBlockM * kSmemRowBytes;   // one 64-column slab of Q
@@ -104,25 +101,23 @@ struct TmaConfig {
  *
  * Why not three stages where they fit (d=64: 64 KiB, d=128: 80 KiB, still two CTAs per
  * SM)? TMA needs no registers per copy, so a deeper ring costs only shared memory and
- * requests each block two blocks ahead instead of one. Measured on an H200 (batch 4,
- * seqlen 4096, 2048/head_dim heads, bf16, interleaved, 3 runs each): three stages were
- * slower at d=64 (332 against 345 TFLOP/s) and d=128 (339 against 357) non-causal, and a
- * tie or at most 1.5% faster causal (d=64 307/306, d=128 310/305). One block ahead hides
- * the copy already (docs/04_tma_mbarrier.md, "What limits it").
+ * requests each block two blocks ahead instead of one. Measured, three stages were slower
+ * non-causal and at best level causal: one block ahead hides the copy already
+ * (docs/04_tma_mbarrier.md, "What limits it", has the numbers).
  */
 // d=64: 128×64, 4 warps of 32 rows: S 64 + O 64 accumulators (the 128×128 of FA2 would
 // be S 128 + O 64 = 192). 48 KiB of smem; registers (≤ 255 × 128 threads) allow two CTAs
 // (8 warps) per SM.
-using ConfigD64 = TmaConfig<64, 128, 64, 4, 2, 2>;
+using ConfigD64 = Config<64, 128, 64, 4, 2, 2>;
 // d=128: 128×32, 4 warps of 32 rows: S 32 + O 128 = 160 (FA2's 128×64 is 192 and spills).
 // Two m16 tiles per warp keep each K/V fragment feeding two mma; 64 KiB, two CTAs per SM.
 // The price of kBlockN = 32 is twice the per-block work that does not scale with it:
 // the barrier, the row-max shuffles and the O rescale.
-using ConfigD128 = TmaConfig<128, 128, 32, 4, 2, 2>;
+using ConfigD128 = Config<128, 128, 32, 4, 2, 2>;
 // d=256: O alone is 16·256/32 = 128 registers per m16 tile, so a warp owns one tile:
 // 128×64 with 8 warps of 16 rows (S 32 + O 128 = 160), FA2's tile. 192 KiB: one CTA of
 // 8 warps per SM; a third K/V stage (256 KiB) would not fit the 227 KiB of one block.
-using ConfigD256 = TmaConfig<256, 128, 64, 8, 1, 2>;
+using ConfigD256 = Config<256, 128, 64, 8, 1, 2>;
 
 /* ---------------------------------------------------------------------------------
  * Shared-memory plan
@@ -160,7 +155,7 @@ static constexpr size_t smem_bytes_of(void)
 
 // The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB), and what
 // one SM has for all its CTAs (228 KiB, of which the system reserves 1 KiB per CTA).
-static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+static constexpr size_t kMaxSmemPerBlockHopper = FX_SMEM_PER_BLOCK_OPTIN_SM90;
 static constexpr size_t kMaxSmemPerSmHopper = 228 * 1024;
 static constexpr size_t kReservedSmemPerBlock = 1024;
 template <class Cfg>
@@ -182,7 +177,7 @@ static_assert(smem_fits<ConfigD256>(), "d=256: smem for one CTA");
  * for the CTAs whose rows see no key, which write zeros without TMA.
  * ------------------------------------------------------------------------------ */
 
-struct TmaFwdParams {
+struct FwdParams {
     void *o;
     float *lse;
     // Element strides of O (head_dim is contiguous). Rows step by 32-bit strides: every
@@ -307,6 +302,36 @@ static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, in
  *   a[3] = (acc_s[i][2kk+1][2], acc_s[i][2kk+1][3])   row g+8, keys 8+2t, 8+2t+1
  * — the accumulator of two adjacent n8 tiles is exactly the A fragment of one k16 step.
  */
+/* From |m·scale_log2| = 2^24 (fp32's ulp is 2 there) the FFMA-folded exponent of the row
+ * maximum can reach 1 and, further on, overflow P: the exact path takes over (stage 05's
+ * softmax state explains both paths). */
+constexpr float kSoftmaxExactFrom = 0x1p24f;
+
+/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ; kExact: one rounded product
+ * per score, then the subtraction (P <= 1, the maximum's exactly 1), else one FFMA per
+ * score. */
+template <class Cfg, bool kExact>
+static __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
+                                                   float (&row_sum)[Cfg::kMTiles][2],
+                                                   const float (&m_scaled)[Cfg::kMTiles][2],
+                                                   float scale_log2)
+{
+#pragma unroll
+    for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int n = 0; n < Cfg::kNTiles; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float s = acc_s[i][n][2 * h + e];
+                    const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[i][h])
+                                           : fx_ex2(fmaf(s, scale_log2, -m_scaled[i][h]));
+                    acc_s[i][n][2 * h + e] = p;
+                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
+                }
+}
+
 template <class Cfg, class Element, bool kCausal, bool kMask>
 static __device__ __forceinline__ void attention_block(
     float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4], float (&row_max)[Cfg::kMTiles][2],
@@ -373,6 +398,11 @@ static __device__ __forceinline__ void attention_block(
     }
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
+    // P = exp(scale·(S − m)) = 2^(S·c − m·c), c = scale_log2; stage 05's softmax state says
+    // why round(m·c) is formed on its own (__fmul_rn) for alpha, and why the exact path takes
+    // over from |m·c| = kSoftmaxExactFrom.
+    float m_scaled[kM][2];
+    bool exact = false;
 #pragma unroll
     for (int i = 0; i < kM; ++i)
 #pragma unroll
@@ -386,9 +416,10 @@ static __device__ __forceinline__ void attention_block(
             m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
             // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
-            const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
-            // exp(m_old − m_new) rescales what was accumulated so far (0 on the first block).
-            const float alpha = fx_ex2(row_max[i][h] * scale_log2 - m_scaled);
+            m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+            // exp(m_old − m_new) rescales what was accumulated so far (0 on the first block),
+            // from the same rounded products as P.
+            const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha;
 #pragma unroll
@@ -396,16 +427,12 @@ static __device__ __forceinline__ void attention_block(
                 acc_o[i][d][2 * h] *= alpha;
                 acc_o[i][d][2 * h + 1] *= alpha;
             }
-            // P = exp(scale·(S − m)) = 2^(S·scale_log2 − m·scale_log2): one FFMA and one EX2.
-#pragma unroll
-            for (int n = 0; n < Cfg::kNTiles; ++n)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float p = fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
-                    acc_s[i][n][2 * h + e] = p;
-                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
-                }
+            exact = exact || !(fabsf(m_scaled[i][h]) < kSoftmaxExactFrom);  // NaN: exact
         }
+    if (__any_sync(kFullWarp, exact))
+        softmax_exp<Cfg, true>(acc_s, row_sum, m_scaled, scale_log2);
+    else
+        softmax_exp<Cfg, false>(acc_s, row_sum, m_scaled, scale_log2);
 
         // ---- O += P·V, P converted from the S accumulators in registers ----
 #pragma unroll
@@ -461,11 +488,9 @@ static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_s
 
 template <class Cfg, class Element, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
-    tma_fwd_kernel(const __grid_constant__ TmaFwdParams p,
-                   const __grid_constant__ CUtensorMap tma_q,
-                   const __grid_constant__ CUtensorMap tma_k,
-                   const __grid_constant__ CUtensorMap tma_v,
-                   const __grid_constant__ CUtensorMap tma_o)
+    fwd_kernel(const __grid_constant__ FwdParams p, const __grid_constant__ CUtensorMap tma_q,
+               const __grid_constant__ CUtensorMap tma_k, const __grid_constant__ CUtensorMap tma_v,
+               const __grid_constant__ CUtensorMap tma_o)
 {
     extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
     // The 128B swizzle needs 1024-byte aligned tiles; the runtime promises 16 bytes, so the
@@ -580,9 +605,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         // bar.sync does it here, where every warp is also a consumer; an "empty" mbarrier
         // per stage (each warp arrives, the producer waits) makes warp 0 wait for the
         // slowest warp all the same, at the cost of kNWarps arrives and a wait loop per
-        // block. Measured with them (H200, 3-stage ring at d=64/128; non-causal/causal):
-        // +1.6/+3.7% at d=64, −0.8/−3.5% at d=128, +4.6/+4.3% at d=256 — no uniform win
-        // for the extra protocol. It pays once the producer is a warp of its own (stage 06).
+        // block. Measured, that was no uniform win for the extra protocol (docs/04, "What
+        // limits it"); it pays once the producer is a warp of its own (stage 06).
         __syncthreads();
         if (producer && n_block >= kStages - 1) {
             const int next = n_block - (kStages - 1);                 // kStages − 1 blocks ahead
@@ -707,7 +731,7 @@ static cudaError_t encode(CUtensorMap *map, const char *name, const fx_tma_tiled
     const int rc = fx_tma_encode_tiled(map, t, why, sizeof why);
     if (rc == FX_TMA_OK)
         return cudaSuccess;
-    fprintf(stderr, "04_tma_mbarrier: the tensor map of %s: %s\n", name, why);
+    fx_error("the tensor map of %s: %s", name, why);
     return rc == FX_TMA_NO_DRIVER ? cudaErrorInsufficientDriver : cudaErrorInvalidValue;
 }
 
@@ -715,7 +739,7 @@ template <class Cfg, class Element, bool kCausal>
 static cudaError_t launch(const fx_fwd_args *a)
 {
     const fx_problem *pr = a->p;
-    TmaFwdParams p;
+    FwdParams p;
     p.o = a->o;
     p.lse = a->lse;
     p.o_batch_stride = a->o_layout.batch_stride;
@@ -748,7 +772,7 @@ static cudaError_t launch(const fx_fwd_args *a)
         return err;
 
     const size_t smem_bytes = smem_bytes_of<Cfg>();
-    auto kernel = tma_fwd_kernel<Cfg, Element, kCausal>;
+    auto kernel = fwd_kernel<Cfg, Element, kCausal>;
     // Past 48 KiB of dynamic shared memory a kernel must opt in.
     err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
@@ -776,9 +800,11 @@ static cudaError_t launch_dtype(const fx_fwd_args *a)
     }
 }
 
+}  // namespace
+
 /* The box rows of the four maps at this head_dim (Q, K and V, O); false for a head_dim
  * the stage does not build. */
-extern "C" size_t fx_stage04_fwd_smem_bytes(int head_dim)
+extern "C" size_t fx_fwd_smem_bytes_04(int head_dim)
 {
     switch (head_dim) {
     case 64: return smem_bytes_of<ConfigD64>();
@@ -788,7 +814,7 @@ extern "C" size_t fx_stage04_fwd_smem_bytes(int head_dim)
     }
 }
 
-extern "C" cudaError_t fx_stage04_forward(const fx_fwd_args *a)
+extern "C" cudaError_t fx_fwd_04(const fx_fwd_args *a)
 {
     switch (a->p->head_dim) {
     case 64: return launch_dtype<ConfigD64>(a);

@@ -1,5 +1,5 @@
 /*
- * tma_common.cuh — stage 04's copy of what stage 03 kept in flash2_common.cuh: the
+ * traits.cuh — stage 04's copy of what stage 03 kept in flash2_common.cuh: the
  * mma/swizzle constants, the swizzled tile address and the element-type operations. One
  * stage, one definition; the stage folder still holds every line its kernel runs
  * (DESIGN.md, "Stage map"). What differs from stage 03's header is the tile address:
@@ -15,6 +15,8 @@
 #include "fx_problem.h"
 #include "ptx/mma_sm80.cuh"
 #include "ptx/wgmma_desc.h"  // fx_swizzle128_offset: the 128B swizzle that TMA writes
+
+namespace {  // internal linkage: the stages linked into one program define the same names
 
 static constexpr int kWarpSize = 32;
 static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
@@ -93,5 +95,7 @@ static __device__ __forceinline__ int thread_index_uncached(void)
     asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
     return t;
 }
+
+}  // namespace
 
 #endif

@@ -1,30 +1,19 @@
 /*
  * stage.c — the descriptor of stage 07 (pingpong): what it can do, how to run it.
  *
- * The kernel and its launcher are in pingpong_fwd.cu. This file tells the harness the
- * capabilities and refuses, naming the limit, a problem the launch could not run: a grid
- * dimension past the hardware's, or a tile that needs more shared memory per block than
- * this GPU has.
+ * The kernel and its launcher are in fwd.cu. This file tells the harness the capabilities
+ * and refuses, naming the limit, a problem the launch could not run (common/fx_stage.c).
  */
-
-#include <cuda_runtime_api.h>
-
 #include "fx_stage.h"
 
-/* pingpong_fwd.cu (extern "C"). */
-cudaError_t fx_pingpong_forward(const fx_fwd_args *a);
-size_t fx_pingpong_fwd_smem_bytes(int head_dim);
+/* fwd.cu (extern "C"). */
+cudaError_t fx_fwd_07(const fx_fwd_args *a);
+size_t fx_fwd_smem_bytes_07(int head_dim);
 
-/* A grid dimension past the hardware's, or a tile past this GPU's shared memory: the
- * launch could not run it, so refuse it here, naming the limit (common/fx_stage.c). */
-static int pingpong_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (fx_check_grid_heads_batch(p, "07_pingpong", why, why_len) ||
-        fx_check_ffma_softmax_scale(p, "07_pingpong", why, why_len))
-        return 2;
-    return fx_check_smem_optin(fx_pingpong_fwd_smem_bytes(p->head_dim), "07_pingpong", p->head_dim,
-                               "Q and two stages of K and V", why, why_len);
+    return fx_check_hopper_fwd(p, "07_pingpong", fx_fwd_smem_bytes_07(p->head_dim), why, why_len);
 }
 
 const fx_stage fx_stage_07_pingpong = {
@@ -32,26 +21,10 @@ const fx_stage fx_stage_07_pingpong = {
     .summary = "pingpong: the consumer warpgroups take turns at the tensor cores (named "
                "barriers), each turn S of block j and PV of block j-1, so one warpgroup's "
                "softmax runs under another's GEMMs",
-    .caps =
-        {
-            .head_dims = {64, 128,
-                          256}, /* whole 64-column slabs: one TMA box and wgmma atom each */
-            .n_head_dims = 3,
-            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
-            .causal = true,
-            .gqa = true,
-            .backward = false, /* the Hopper backward is stage 11; 03 has the FA2 one */
-            .deterministic_backward = false,
-            .min_sm = 90,
-            .sm90a_only = true, /* wgmma exists only on sm_90a */
-            .limits = "heads_q and batch at most 65535 (grid); "
-                      "softmax_scale at most 1000; Q, K, V with 16-byte aligned base "
-                      "and strides (TMA); shared memory per block 89, 161 and 193 KiB at head_dim "
-                      "64, 128, 256",
-        },
-    .workspace_bytes = NULL,
-    .check_problem = pingpong_check_problem,
-    .forward = fx_pingpong_forward,
-    .backward = NULL,
-    .cpu_model = NULL,
+    .caps = FX_HOPPER_FWD_CAPS(
+        "heads_q and batch at most 65535 (grid); Q, K, V, O with 16-byte aligned base and "
+        "strides (TMA); shared memory per block 90, 162 and 194 KiB at head_dim 64, "
+        "128, 256"),
+    .check_problem = check_problem,
+    .forward = fx_fwd_07,
 };

@@ -1,0 +1,796 @@
+/*
+ * fwd.cu — stage 07: inter-warpgroup pingpong scheduling (FA3 §3.1, Figure 1).
+ *
+ * Over stage 06 the overlap of one warpgroup's softmax with another's GEMMs becomes a
+ * schedule: the consumer warpgroups take turns at the tensor cores (named barriers), each
+ * turn S_j = Q·K_jᵀ with O += P_{j-1}·V_{j-1}, so one warpgroup's softmax runs under the
+ * next one's GEMMs. docs/07 draws the turns and gives the gain.
+ *
+ * The shape every Hopper forward keeps (stage 05 settles it): the pipeline state, the block
+ * range and mask, the softmax state, the named barriers, the epilogue, and a mainloop split
+ * into masked and unmasked blocks. Code marked UNIT(name) is inherited verbatim from the
+ * stage that introduced it (tests/shape/check_units.sh compares the copies).
+ *
+ * Sources: FA3 (Shah et al. 2024) §3.1, Figure 1; PTX ISA §9.7.13.1 (bar.sync, bar.arrive:
+ * the turns).
+ * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
+ */
+#include "fx_fwd_sm90.cuh"
+
+// Internal linkage for everything below: the programs of later stages link this stage's
+// library beside their own, which define the same names.
+namespace {
+
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration
+ * ------------------------------------------------------------------------------ */
+
+template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, int kProducerRegs_,
+          int kConsumerRegs_>
+struct Config {
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kNumConsumers = kNumConsumers_;     // consumer warpgroups
+    static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
+    static constexpr int kStages = kStages_;                 // K/V ring depth
+    // One producer warpgroup (warpgroup 0) beside the consumers.
+    static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;
+    static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
+    static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
+    // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
+    // kHeadDim/2, P (16-bit pairs) kBlockN/4 in kPFrags A fragments of 4.
+    static constexpr int kAccS = kBlockN / 2;
+    static constexpr int kAccO = kHeadDim / 2;
+    static constexpr int kPFrags = kBlockN / kWgmmaK;
+    static constexpr int kNTiles = kBlockN / 8;   // n8 column blocks of S per thread's row
+    static constexpr int kDTiles = kHeadDim / 8;  // n8 column blocks of O
+    static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
+    static constexpr int kSlabKVBytes = kBlockN * kSlabRowBytes;
+    // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: the
+    // producer's and the consumers' must fit (kNumConsumers + 1) entry caps (65536 /
+    // kNThreads), or setmaxnreg.inc waits for registers that never come back.
+    static constexpr int kProducerRegs = kProducerRegs_;
+    static constexpr int kConsumerRegs = kConsumerRegs_;
+    static constexpr int kEntryRegs = (65536 / kNThreads) / 8 * 8;
+    static_assert(kProducerRegs + kNumConsumers * kConsumerRegs <=
+                      (kNumConsumers + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
+                  "setmaxnreg: the warpgroups ask for more registers than the launch gives");
+
+    static_assert(kHeadDim % kSlabCols == 0, "head_dim is whole 64-column slabs");
+    static_assert(kBlockN % kWgmmaK == 0 && kBlockN <= 256, "S is one wgmma of N = kBlockN");
+    static_assert(kBlockM <= FX_TMA_MAX_BOX && kBlockN <= FX_TMA_MAX_BOX,
+                  "a TMA box has at most 256 rows");
+};
+
+/*
+ * The tiles. Each consumer thread holds S (kBlockN/2 registers), O (head_dim/2) and P
+ * (kBlockN/4) beside its row statistics.
+ *  - d=64: 3 consumer warpgroups, 192×128 (FA3's causal tile for head_dim 64): S 64 + O 32 +
+ *    P 32; the third warpgroup adds a softmax to hide behind the others' wgmmas where the
+ *    short head_dim makes each GEMM brief.
+ *  - d=128: 2 consumer warpgroups, 128×128: S 64 + O 64 + P 32.
+ *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates; a wider kBlockN
+ *    would need S 64 more).
+ * Registers after setmaxnreg (the budgets of the public FA3 kernels): d=64, 512 threads:
+ * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=128 and 256, 384 threads:
+ * entry cap 168, producer 24, consumers 240 (24 + 2·240 = 504).
+ */
+using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
+using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
+using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
+
+/* ---------------------------------------------------------------------------------
+ * Shared-memory plan: Q (also O's staging area in the epilogue), kStages K and V tiles,
+ * each tile head_dim/64 slabs of rows × 128 bytes as TMA writes them with the 128B swizzle
+ * (each slab on a 1024-byte boundary: the swizzle's period), then the mbarriers.
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg>
+struct SharedStorage {
+    alignas(kSwizzleAtomBytes) uint16_t q[Cfg::kBlockM * Cfg::kHeadDim];
+    alignas(kSwizzleAtomBytes) uint16_t k[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
+    alignas(kSwizzleAtomBytes) uint16_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
+    uint64_t q_full;                 // Q has landed (one phase: Q is loaded once)
+    uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
+    uint64_t v_full[Cfg::kStages];   // V of stage s has landed
+    uint64_t k_empty[Cfg::kStages];  // every consumer warp is done with K of stage s
+    uint64_t v_empty[Cfg::kStages];  // ... and with V of stage s
+};
+
+/* Dynamic shared memory per CTA: the plan plus the slack for rounding the base up to the
+ * swizzle atom (smem_base_aligned). */
+template <class Cfg>
+constexpr int kSmemBytes = (int)sizeof(SharedStorage<Cfg>) + kSwizzleAtomBytes;
+
+static_assert(kSmemBytes<ConfigD64> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=64 fits a CTA's smem");
+static_assert(kSmemBytes<ConfigD128> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 fits");
+static_assert(kSmemBytes<ConfigD256> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 fits");
+
+/* UNIT(named_barriers, changed: the turn barriers of the pingpong schedule) */
+/* Hardware named barriers (PTX ISA §9.7.13.1; id 0 is __syncthreads'), the threads that
+ * meet at each. */
+enum NamedBarrier : uint32_t {
+    // + consumer (at most 3): one consumer warpgroup's threads before its TMA store of O.
+    kBarrierEpilogue = 1,
+    // + consumer (at most 3): consumer c's turn at the tensor cores (2 warpgroups meet).
+    kBarrierTurn = 4,
+};
+constexpr uint32_t kEpilogueThreads = kWarpgroupThreads;
+constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
+/* END UNIT */
+
+/* UNIT(descriptors) */
+/* ---------------------------------------------------------------------------------
+ * wgmma descriptors of the tiles (layouts: common/ptx/wgmma_desc.h)
+ *
+ * A tile of R rows × head_dim columns is head_dim/64 slabs of R × 128 bytes, each written
+ * by one TMA box with 128B swizzle. For S = Q·Kᵀ (both K-major, K = head_dim), k16 slice kk
+ * lies in slab kk/4 at byte 32·(kk%4) of every row: the descriptor's start address moves by
+ * 32 bytes inside the swizzle atom (the hardware applies the XOR to the full address, which
+ * is why every slab starts on 1024 bytes), and SBO = 1024 steps from 8 rows to the next 8.
+ * For O = P·V, V is the MN-major B operand (N = head_dim contiguous); k16 slice kk is keys
+ * 16kk..16kk+15: rows 16kk.. of every slab, 16 · 128 = 2048 bytes further; SBO = 1024 steps
+ * from keys 0-7 to 8-15, LBO = slab bytes steps from head_dim columns 0-63 to 64-127 (read
+ * when N = head_dim > 64).
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg>
+static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
+{
+    const uint32_t addr =
+        sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes +
+                        (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    return fx_wgmma_desc_k_sw128(addr);
+}
+
+template <class Cfg>
+static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
+{
+    const uint32_t addr =
+        sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    return fx_wgmma_desc_k_sw128(addr);
+}
+
+template <class Cfg>
+static __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
+{
+    return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
+                                  (uint32_t)Cfg::kSlabKVBytes);
+}
+/* END UNIT */
+
+/* UNIT(pipeline_state) */
+/* ---------------------------------------------------------------------------------
+ * Pipeline state: where a K/V block is in the ring
+ *
+ * Blocks go through the stages in order 0, 1, .., kStages − 1, 0, ..; each fill of a stage
+ * completes one phase of its full barrier, so the phase a waiter wants flips each time the
+ * ring wraps around (mbarrier.try_wait.parity waits for the phase of that parity, PTX ISA
+ * §9.7.13.15.16). Producer and consumers each keep one and advance it in this one place.
+ * ------------------------------------------------------------------------------ */
+
+struct PipelineState {
+    int stage;       // which K/V buffer
+    uint32_t phase;  // the parity of the phase its barriers complete for this block
+};
+
+template <int kStages>
+static __device__ __forceinline__ void advance(PipelineState &s)
+{
+    if (++s.stage == kStages) {
+        s.stage = 0;
+        s.phase ^= 1;
+    }
+}
+/* END UNIT */
+
+/* UNIT(loads) */
+/* ---------------------------------------------------------------------------------
+ * Producer: TMA loads of one tile, one box per 64-column slab
+ * ------------------------------------------------------------------------------ */
+
+/* Announces the tile's bytes on `bar`, then issues its head_dim/64 boxes at coordinates
+ * {64·slab, head, row0, batch} of the map {head_dim, heads, seqlen, batch}. Rows past the
+ * tensor's seqlen are zero-filled by TMA and still count as delivered bytes. */
+template <class Cfg>
+static __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                                 int rows, int head, int row0, int batch)
+{
+    fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * Cfg::kHeadDim * kElemBytes));
+#pragma unroll
+    for (int s = 0; s < Cfg::kSlabs; ++s)
+        fx_tma_load_4d(dst + (uint32_t)(s * rows * kSlabRowBytes), map, bar, s * kSlabCols, head,
+                       row0, batch);
+}
+
+/* K and V of block n_block into the ring at `write`. A refill (the second pass over the ring
+ * on) first waits until every consumer warp has released the stage: its empty barriers' phase
+ * for the pass before has the parity write.phase ^ 1. */
+template <class Cfg>
+static __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                               PipelineState write, bool refill, int n_block,
+                                               int head_kv, int batch)
+{
+    if (refill)
+        fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
+    load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
+                   fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv,
+                   n_block * Cfg::kBlockN, batch);
+    if (refill)
+        fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
+    load_tile<Cfg>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
+                   fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,
+                   n_block * Cfg::kBlockN, batch);
+}
+/* END UNIT */
+
+/* UNIT(block_range) */
+/* ---------------------------------------------------------------------------------
+ * Block range and mask
+ * ------------------------------------------------------------------------------ */
+
+/* The K/V blocks of Q block m_block: [0, n_block_max) hold a key some row of it sees (the
+ * causal early exit); [0, n_block_unmasked) are seen whole by every row, so only blocks
+ * [n_block_unmasked, n_block_max) need the mask (the causal diagonal, the seqlen_k tail). */
+struct BlockRange {
+    int n_block_max;
+    int n_block_unmasked;
+};
+
+template <class Cfg, bool kCausal>
+static __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int seqlen_k)
+{
+    BlockRange r;
+    r.n_block_max = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    r.n_block_unmasked = seqlen_k / Cfg::kBlockN;
+    if (kCausal) {
+        const int rows_valid = min(Cfg::kBlockM, seqlen_q - m_block * Cfg::kBlockM);
+        const int keys_seen_last_row = m_block * Cfg::kBlockM + rows_valid + seqlen_k - seqlen_q;
+        r.n_block_max =
+            keys_seen_last_row <= 0
+                ? 0
+                : min(r.n_block_max, (keys_seen_last_row + Cfg::kBlockN - 1) / Cfg::kBlockN);
+        const int keys_seen_first_row = m_block * Cfg::kBlockM + 1 + seqlen_k - seqlen_q;
+        r.n_block_unmasked = min(r.n_block_unmasked, max(keys_seen_first_row, 0) / Cfg::kBlockN);
+    }
+    return r;
+}
+/* END UNIT */
+
+/* UNIT(mask) */
+/*
+ * Accumulator layout of m64nNk16 (PTX ISA §9.7.15.5.1.1), per warp w of the warpgroup, lane
+ * l (g = l/4, t = l%4): acc[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e] — the n8 blocks of
+ * an mma.sync m16n8k16 accumulator side by side: a lane holds 2 columns of rows g and g+8
+ * per n8 block, and the row statistics are reduced over the 4 lanes t = 0..3.
+ *
+ * Sets S to -inf where this lane's rows (query row0 and row0 + 8) must not see the key: keys
+ * at or past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q. col0 is this lane's
+ * first key (n_block·kBlockN + 2t).
+ */
+template <class Cfg, bool kCausal>
+static __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
+                                                  int seqlen_q, int seqlen_k)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        int key_end = seqlen_k;  // keys [0, key_end) are visible to this row
+        if (kCausal)
+            key_end = min(key_end, row0 + 8 * h + 1 + seqlen_k - seqlen_q);
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (col0 + 8 * j + e >= key_end)
+                    acc_s[4 * j + 2 * h + e] = -INFINITY;
+    }
+}
+/* END UNIT */
+
+/* UNIT(softmax) */
+/* ---------------------------------------------------------------------------------
+ * Softmax state: the online softmax of FA2 Algorithm 1 for this thread's two rows
+ *
+ * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e). The fast path folds the
+ * scale into one FFMA per score, 2^(fma(S, c, −round(m·c))), as FlashAttention does; for
+ * S = m its exponent is the rounding error of m·c, at most half an ulp of |m·c|. Once
+ * |m·c| reaches kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that error can reach 1 and
+ * grows without bound beyond (to inf, and a NaN O, at |m·c| ~ 2^31): there the softmax
+ * takes the exact path, 2^(round(S·c) − round(m·c)), whose exponent is exactly 0 for the
+ * maximum and never positive (rounding is monotone), so P <= 1 for every finite input. The
+ * choice is per warp and per K/V block (a vote), so the fast path costs one compare per
+ * row. The online rescale alpha = 2^(round(m_old·c) − round(m_new·c)) uses the same
+ * rounded products as P, so that ℓ and the LSE agree with the P that a backward recomputes
+ * (stage 03, docs/03_flash2.md "The LSE must match the forward's P").
+ * ------------------------------------------------------------------------------ */
+
+constexpr float kSoftmaxExactFrom = 0x1p24f;
+
+struct SoftmaxState {
+    float row_max[2];  // m of rows g and g + 8 (unscaled S; -inf before any visible key)
+    float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
+};
+
+static __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
+{
+    for (int h = 0; h < 2; ++h) {
+        sm.row_max[h] = -INFINITY;
+        sm.row_sum[h] = 0.f;
+    }
+}
+
+/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ; kExact: the exact path
+ * (one rounded product per score, then the subtraction), else one FFMA per score. */
+template <class Cfg, bool kExact>
+static __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                                   const float (&m_scaled)[2], float scale_log2)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float s = acc_s[4 * j + 2 * h + e];
+                const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[h])
+                                       : fx_ex2(fmaf(s, scale_log2, -m_scaled[h]));
+                acc_s[4 * j + 2 * h + e] = p;
+                sm.row_sum[h] += p;  // this lane's partial; reduced over the row at the end
+            }
+}
+
+/* Online softmax of one block's S, in place (acc_s becomes P in fp32); alpha receives
+ * exp(m_old − m_new) per row, by which O must be rescaled (softmax_rescale_o) once no wgmma
+ * is writing O. */
+template <class Cfg>
+static __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                                      float (&alpha)[2], float scale_log2)
+{
+    float m_scaled[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float m_new = sm.row_max[h];
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+            m_new = fmaxf(m_new, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
+        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
+        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
+        // A row that has seen only masked keys keeps m = -inf: exponentiate against 0, so
+        // every P is 0 and no -inf - (-inf) = NaN appears.
+        m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+        alpha[h] = fx_ex2(__fmul_rn(sm.row_max[h], scale_log2) - m_scaled[h]);
+        sm.row_max[h] = m_new;
+        sm.row_sum[h] *= alpha[h];
+    }
+    // NaN compares false: a NaN row takes the exact path, which keeps it NaN.
+    const bool exact = __any_sync(kFullWarp, !(fabsf(m_scaled[0]) < kSoftmaxExactFrom &&
+                                               fabsf(m_scaled[1]) < kSoftmaxExactFrom));
+    if (!exact)
+        softmax_exp<Cfg, false>(sm, acc_s, m_scaled, scale_log2);
+    else
+        softmax_exp<Cfg, true>(sm, acc_s, m_scaled, scale_log2);
+}
+
+/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
+template <class Cfg>
+static __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
+                                                         const float (&alpha)[2])
+{
+#pragma unroll
+    for (int d = 0; d < Cfg::kDTiles; ++d)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            acc_o[4 * d + 2 * h] *= alpha[h];
+            acc_o[4 * d + 2 * h + 1] *= alpha[h];
+        }
+}
+
+/* ℓ over the row (its 4 lanes), O /= ℓ once (FA2 Algorithm 1, line 12), and the LSE of the
+ * two rows in natural-log units. ℓ = 0 is a row that saw no key: O = 0, LSE = -inf. A NaN ℓ
+ * (NaN inputs) gets LSE = -inf too, as in FlashAttention; its O stays NaN (NaN · 0), so the
+ * NaN is not hidden. */
+template <class Cfg>
+static __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm,
+                                                        float (&acc_o)[Cfg::kAccO],
+                                                        float softmax_scale, float (&lse)[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = sm.row_sum[h];
+        l += __shfl_xor_sync(kFullWarp, l, 1);
+        l += __shfl_xor_sync(kFullWarp, l, 2);
+        const bool empty = (l == 0.f || l != l);
+        const float inv_l = empty ? 0.f : 1.f / l;
+        lse[h] = empty ? -INFINITY : sm.row_max[h] * softmax_scale + logf(l);
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d) {
+            acc_o[4 * d + 2 * h] *= inv_l;
+            acc_o[4 * d + 2 * h + 1] *= inv_l;
+        }
+    }
+}
+/* END UNIT */
+
+/* UNIT(gemms) */
+/* ---------------------------------------------------------------------------------
+ * Consumer: the two GEMMs of one K/V block for this warpgroup's 64 rows
+ *
+ * P as the RS A fragment of k16 slice kk (keys 16kk..16kk+15 = n8 blocks 2kk, 2kk+1):
+ *   a[0] = (acc[8kk+0], acc[8kk+1])  row g,   keys 2t, 2t+1
+ *   a[1] = (acc[8kk+2], acc[8kk+3])  row g+8, keys 2t, 2t+1
+ *   a[2] = (acc[8kk+4], acc[8kk+5])  row g,   keys 8+2t, 8+2t+1
+ *   a[3] = (acc[8kk+6], acc[8kk+7])  row g+8, keys 8+2t, 8+2t+1
+ * ------------------------------------------------------------------------------ */
+
+/* Issues S = Q·K_jᵀ: head_dim/16 SS wgmmas into acc_s (overwritten by the first), one
+ * commit group. The caller fences before and waits after. */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
+                                               int consumer)
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
+        Wgmma<Element, Cfg::kBlockN>::ss_k_major(acc_s, desc_q<Cfg>(sQ, consumer, kk),
+                                                 desc_k<Cfg>(sK, kk), kk > 0);
+    fx_wgmma_commit();
+}
+
+/* Issues O += P·V: kBlockN/16 RS wgmmas reading the P fragments, one commit group. The
+ * fragments must stay untouched until the group has completed (the tensor cores read them
+ * asynchronously). */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
+                                                const uint32_t (&p_frag)[Cfg::kPFrags][4],
+                                                uint32_t sV)
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kPFrags; ++kk)
+        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
+    fx_wgmma_commit();
+}
+
+/* P (fp32, in acc_s) to the 16-bit A fragments of the PV wgmma (layout drawn above). */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
+                                              uint32_t (&p_frag)[Cfg::kPFrags][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kPFrags; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            p_frag[kk][r] = Pack<Element>::pack(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
+}
+/* END UNIT */
+
+/* UNIT(consumer_ctx) */
+/* What a consumer thread's mainloop needs that does not change from block to block. */
+struct ConsumerCtx {
+    int consumer;  // which consumer warpgroup: rows [64·consumer, 64·consumer + 64) of the block
+    int warp_in_wg;  // its warp, 16 rows each
+    int lane;
+    int row0;  // this lane's first query row (g; the other is g + 8), in the sequence
+    int m_block, head, batch;
+    int seqlen_q, seqlen_k;
+    float scale_log2;
+};
+
+template <class Cfg>
+static __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int consumer,
+                                                                int warp_in_wg, int lane)
+{
+    ConsumerCtx c;
+    c.consumer = consumer;
+    c.warp_in_wg = warp_in_wg;
+    c.lane = lane;
+    c.m_block = blockIdx.x;
+    c.head = blockIdx.y;
+    c.batch = blockIdx.z;
+    c.row0 = c.m_block * Cfg::kBlockM + consumer * kWgmmaM + warp_in_wg * kRowsPerWarp +
+             lane / kLanesPerRow;
+    c.seqlen_q = p.seqlen_q;
+    c.seqlen_k = p.seqlen_k;
+    c.scale_log2 = p.scale_log2;
+    return c;
+}
+/* END UNIT */
+
+/* ---------------------------------------------------------------------------------
+ * Mainloop
+ * ------------------------------------------------------------------------------ */
+
+/* Consumer c waits for its turn on barrier kBarrierTurn + c (bar.sync: its 128 threads)
+ * and passes it to c + 1 mod kNumConsumers (bar.arrive: 128 more complete it). Consumer 0
+ * arrives once to take the first turn and the last one passes no last turn, so arrivals and
+ * waits match exactly. */
+template <class Cfg>
+static __device__ __forceinline__ void take_turn(const ConsumerCtx &c)
+{
+    fx_named_barrier_sync(kBarrierTurn + (uint32_t)c.consumer, kTurnThreads);
+}
+template <class Cfg>
+static __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
+{
+    fx_named_barrier_arrive(kBarrierTurn + (uint32_t)((c.consumer + 1) % Cfg::kNumConsumers),
+                            kTurnThreads);
+}
+
+/*
+ * One turn at the tensor cores: S of block n_block (in the ring at `read`) and PV of the
+ * block before it (at `prev`); then the softmax of the new S and P packed for the next turn.
+ * The first turn has no PV (kPV false: O is still 0), the last one no S (kS false). kMask:
+ * the block needs the causal or seqlen_k mask.
+ */
+template <class Cfg, class Element, bool kCausal, bool kMask, bool kS, bool kPV>
+static __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
+                                                     PipelineState read, PipelineState prev,
+                                                     int n_block, float (&acc_s)[Cfg::kAccS],
+                                                     float (&acc_o)[Cfg::kAccO],
+                                                     uint32_t (&p_frag)[Cfg::kPFrags][4],
+                                                     SoftmaxState &sm)
+{
+    // Wait for the data before taking the turn, so a late load does not hold it.
+    if (kS)
+        fx_mbarrier_wait(fx_smem_addr(&smem.k_full[read.stage]), read.phase);
+    if (kPV)
+        fx_mbarrier_wait(fx_smem_addr(&smem.v_full[prev.stage]), prev.phase);
+    take_turn<Cfg>(c);
+    fx_wgmma_fence();
+    if (kS)
+        issue_s<Cfg, Element>(acc_s, fx_smem_addr(smem.q), fx_smem_addr(smem.k[read.stage]),
+                              c.consumer);
+    if (kPV)
+        issue_pv<Cfg, Element>(acc_o, p_frag, fx_smem_addr(smem.v[prev.stage]));
+    fx_wgmma_fence_operand(acc_s);
+    fx_wgmma_fence_operand(acc_o);
+    if (kS || c.consumer != Cfg::kNumConsumers - 1)  // no one takes the last consumer's last
+        pass_turn<Cfg>(c);
+
+    fx_wgmma_wait<0>();  // both groups: S_j and PV_{j-1}
+    fx_wgmma_fence_operand(acc_s);
+    fx_wgmma_fence_operand(acc_o);
+    if (kS && c.lane == 0)
+        fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
+    if (kPV && c.lane == 0)
+        fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
+    if (!kS)
+        return;
+
+    // ---- Mask, online softmax, O rescale (no PV group is in flight: O is ours) ----
+    if (kMask)
+        apply_mask<Cfg, kCausal>(acc_s, c.row0,
+                                 n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow), c.seqlen_q,
+                                 c.seqlen_k);
+    float alpha[2];
+    softmax_online<Cfg>(sm, acc_s, alpha, c.scale_log2);
+    if (kPV)
+        softmax_rescale_o<Cfg>(acc_o, alpha);
+    pack_p<Cfg, Element>(acc_s, p_frag);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Producer warpgroup: one elected lane issues every load
+ * ------------------------------------------------------------------------------ */
+
+/* Q once, then K and V of every block in mainloop order, each into the ring's next stage
+ * once the consumers have released it (load_kv). K is released before V (after S, not after
+ * PV), so it is refilled first. */
+template <class Cfg>
+static __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                                     int n_block_max, int m_block, int head,
+                                                     int head_kv, int batch)
+{
+    load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM, head,
+                   m_block * Cfg::kBlockM, batch);
+    PipelineState write = {0, 0};
+    for (int it = 0; it < n_block_max; ++it) {
+        load_kv<Cfg>(p, smem, write, it >= Cfg::kStages, n_block_max - 1 - it, head_kv, batch);
+        advance<Cfg::kStages>(write);
+    }
+}
+
+/* UNIT(epilogue) */
+/* ---------------------------------------------------------------------------------
+ * Epilogue: O normalized, through this warpgroup's rows of the Q tile, out by TMA; LSE
+ * ------------------------------------------------------------------------------ */
+
+/*
+ * O goes through this consumer warpgroup's 64 rows of the Q tile in shared memory, in the
+ * 128B-swizzled slab layout that TMA reads: only this warpgroup's wgmmas read those rows,
+ * and they have completed. Then every writer fences its generic-proxy stores against the
+ * async proxy (PTX ISA §9.7.13.4: without it the TMA may read stale shared memory), the
+ * warpgroup's 128 threads meet, and one thread stores the 64 × head_dim box, one TMA per
+ * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
+ */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
+                                                SharedStorage<Cfg> &smem,
+                                                float (&acc_o)[Cfg::kAccO], const SoftmaxState &sm)
+{
+    float lse[2];
+    softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
+
+    unsigned char *sO = reinterpret_cast<unsigned char *>(smem.q);
+    const int local_row0 = c.consumer * kWgmmaM + c.warp_in_wg * kRowsPerWarp;
+    const int g = c.lane / kLanesPerRow, t = c.lane % kLanesPerRow;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = local_row0 + g + 8 * h;
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d) {
+            const int col = 8 * d + 2 * t;
+            const uint32_t off =
+                (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
+                fx_swizzle128_offset((uint32_t)r, (uint32_t)((col % kSlabCols) * kElemBytes));
+            *reinterpret_cast<uint32_t *>(sO + off) =
+                Pack<Element>::pack(acc_o[4 * d + 2 * h], acc_o[4 * d + 2 * h + 1]);
+        }
+    }
+    fx_fence_proxy_async_smem();
+    fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
+    if (c.warp_in_wg == 0 && c.lane == 0) {
+        const uint32_t sQ = fx_smem_addr(smem.q);
+#pragma unroll
+        for (int s = 0; s < Cfg::kSlabs; ++s)
+            fx_tma_store_4d(
+                &p.tma_o,
+                sQ + (uint32_t)(s * Cfg::kSlabQBytes + c.consumer * kWgmmaM * kSlabRowBytes),
+                s * kSlabCols, c.head, c.m_block * Cfg::kBlockM + c.consumer * kWgmmaM, c.batch);
+        fx_tma_store_commit();
+        fx_tma_store_wait_read<0>();  // the smem must outlive the reads: the CTA may exit next
+    }
+    if (t == 0) {
+        float *LSE = p.lse + ((int64_t)c.batch * p.heads_q + c.head) * p.seqlen_q;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = c.row0 + 8 * h;
+            if (row < p.seqlen_q)
+                LSE[row] = lse[h];
+        }
+    }
+}
+
+/* A causal Q block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf,
+ * written by every thread of the CTA in 16-byte chunks, before any barrier or load. */
+template <class Cfg, class Element>
+static __device__ __forceinline__ void write_empty_block(const FwdParams &p, int m_block, int head,
+                                                         int batch, int tid)
+{
+    constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
+    Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
+                 (int64_t)m_block * Cfg::kBlockM * p.o_row_stride;
+    float *LSE =
+        p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q + (int64_t)m_block * Cfg::kBlockM;
+    const int rows = min(Cfg::kBlockM, p.seqlen_q - m_block * Cfg::kBlockM);
+    for (int idx = tid; idx < rows * kChunks; idx += Cfg::kNThreads) {
+        const int row = idx / kChunks, chunk = idx % kChunks;
+        *reinterpret_cast<uint4 *>(O + row * p.o_row_stride + chunk * kChunkElems) =
+            make_uint4(0, 0, 0, 0);
+    }
+    for (int row = tid; row < rows; row += Cfg::kNThreads)
+        LSE[row] = -INFINITY;
+}
+/* END UNIT */
+
+/* ---------------------------------------------------------------------------------
+ * The kernel: one CTA per (Q block, query head, batch); warpgroup 0 produces (TMA),
+ * warpgroups 1..kNumConsumers consume 64 rows of the Q block each.
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal>
+__global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_constant__ FwdParams p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const uint32_t smem_addr = smem_base_aligned(smem_raw);
+    SharedStorage<Cfg> &smem = *reinterpret_cast<SharedStorage<Cfg> *>(
+        smem_raw + (smem_addr - fx_smem_addr(smem_raw)));  // the same bytes, generic address
+
+    const int m_block = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+    const int head_kv = head / p.q_per_kv;  // GQA (CTA-uniform: one division per CTA)
+    const int tid = threadIdx.x, lane = tid % kWarpSize;
+    const int warpgroup = tid / kWarpgroupThreads;
+    const int warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
+
+    const BlockRange range = block_range<Cfg, kCausal>(m_block, p.seqlen_q, p.seqlen_k);
+    if (range.n_block_max == 0) {  // before any barrier or load: nothing is in flight
+        write_empty_block<Cfg, Element>(p, m_block, head, batch, tid);
+        return;
+    }
+    // Blocks run from n_block_max − 1 down to 0, the masked ones first; iteration `it` works
+    // on block n_block_max − 1 − it.
+    const int n_iters = range.n_block_max;
+    const int n_masked = range.n_block_max - range.n_block_unmasked;
+
+    // ---- Barriers: initialised by one thread, published to all by the CTA barrier ----
+    if (tid == 0) {
+        fx_mbarrier_init(fx_smem_addr(&smem.q_full), 1);
+        for (int s = 0; s < Cfg::kStages; ++s) {
+            fx_mbarrier_init(fx_smem_addr(&smem.k_full[s]), 1);  // the producer's expect_tx
+            fx_mbarrier_init(fx_smem_addr(&smem.v_full[s]), 1);
+            fx_mbarrier_init(fx_smem_addr(&smem.k_empty[s]), Cfg::kNConsumerWarps);
+            fx_mbarrier_init(fx_smem_addr(&smem.v_empty[s]), Cfg::kNConsumerWarps);
+        }
+        fx_fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    // ---- Producer warpgroup ----
+    if (warpgroup == 0) {
+        fx_setmaxnreg_dec<Cfg::kProducerRegs>();
+        if (warp_in_wg == 0 && fx_elect_one())
+            producer_loop<Cfg>(p, smem, range.n_block_max, m_block, head, head_kv, batch);
+        return;  // the loads complete on the consumers' barriers; nothing here waits for them
+    }
+
+    // ---- Consumer warpgroups ----
+    fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
+    const ConsumerCtx c = make_consumer_ctx<Cfg>(p, warpgroup - 1, warp_in_wg, lane);
+    float acc_o[Cfg::kAccO];
+#pragma unroll
+    for (int i = 0; i < Cfg::kAccO; ++i)
+        acc_o[i] = 0.f;
+    SoftmaxState sm;
+    softmax_init(sm);
+    fx_mbarrier_wait(fx_smem_addr(&smem.q_full), 0);
+
+    // ---- Mainloop, split: the masked blocks first, then the rest without a mask ----
+    // (in turns: the first S alone, the last PV alone)
+    float acc_s[Cfg::kAccS];
+    uint32_t p_frag[Cfg::kPFrags][4];
+    PipelineState read = {0, 0}, prev = read;
+    if (c.consumer == 0)
+        fx_named_barrier_arrive(kBarrierTurn, kTurnThreads);  // take the first turn
+    // The first block is masked whether it needs it or not (a mask that hides nothing).
+    mainloop_turn<Cfg, Element, kCausal, true, true, false>(c, smem, read, prev, n_iters - 1, acc_s,
+                                                            acc_o, p_frag, sm);
+    prev = read;
+    advance<Cfg::kStages>(read);
+    int it = 1;
+    for (; it < n_masked; ++it) {
+        const int n_block = range.n_block_max - 1 - it;
+        mainloop_turn<Cfg, Element, kCausal, true, true, true>(c, smem, read, prev, n_block, acc_s,
+                                                               acc_o, p_frag, sm);
+        prev = read;
+        advance<Cfg::kStages>(read);
+    }
+    for (; it < n_iters; ++it) {
+        const int n_block = range.n_block_max - 1 - it;
+        mainloop_turn<Cfg, Element, kCausal, false, true, true>(c, smem, read, prev, n_block, acc_s,
+                                                                acc_o, p_frag, sm);
+        prev = read;
+        advance<Cfg::kStages>(read);
+    }
+    mainloop_turn<Cfg, Element, kCausal, false, false, true>(c, smem, read, prev, 0, acc_s, acc_o,
+                                                             p_frag, sm);
+
+    epilogue<Cfg, Element>(c, p, smem, acc_o, sm);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Host launcher
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal>
+struct Launch {
+    static cudaError_t run(const fx_fwd_args *a)
+    {
+        FwdParams p;
+        if (!make_fwd_params(&p, a, Cfg::kBlockM, Cfg::kBlockN))
+            return cudaErrorInvalidValue;
+        return launch_per_tile<Cfg>(fwd_kernel<Cfg, Element, kCausal>, p, a, kSmemBytes<Cfg>);
+    }
+};
+
+}  // namespace
+
+/* The stage's entry points (stage.c): the forward of fx_stage.h, and the dynamic shared
+ * memory one CTA needs at head_dim (0: not built). */
+extern "C" cudaError_t fx_fwd_07(const fx_fwd_args *a)
+{
+    return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
+}
+
+extern "C" size_t fx_fwd_smem_bytes_07(int head_dim)
+{
+    return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
+                          kSmemBytes<ConfigD256>);
+}
