@@ -41,21 +41,27 @@
 # CSV spin0: what the spin changes; spin 2·S against S: whether S is enough).
 #
 # Duration. Where time goes, measured on one H200 (the .meta files of plots/data): a
-# stage program costs about 0.92 s per run, nearly all of it its start (CUDA context,
-# inputs, exit) rather than its timed calls; a peers request about 0.07 s plus 0.05 s per
-# backend (the forward; about 0.2 s + 0.16 s per backend for the backward); a stage run
-# with --bwd about 1.4 s. The sweep prints its estimate before it starts (--dry-run
-# prints it and the plan, and runs nothing), and writes into the .meta how long the stage
-# programs, the peers and the sweep itself took. Estimates on an H200, 3 repeats:
-#   --quick                                                    about 30 s
-#   --stages 03_flash2 (every point, all peers)                about 2.2 minutes
-#   --stages 03_flash2,...,08_intra_wg_overlap (six stages)    about 10.5 minutes
-#   the same with --baseline OLD (twelve stage programs)       about 20 minutes
-#   --direction bwd --stages 03_flash2 --head-dims 64,128      about 2.6 minutes
-# A sweep split into runs of under 8 minutes: --part 1/N … --part N/N (the same options
-# otherwise) measures every N-th point in each run, all repeats interleaved as in one run;
-# bench/join_sweeps.sh OUT.csv PART1.csv … joins their CSVs, and the joined .meta says
-# how. --max-minutes M (default 8) sets the length the sweep suggests a split for.
+# stage program costs about 0.92 s per run, little of it its timed calls (13 calls of
+# 0.2 to 7 ms), the rest its start, CUDA context, inputs and exit; a peers request about
+# 0.07 s plus 0.05 s per backend (the forward; about 0.2 s + 0.16 s per backend for the
+# backward); a stage run with --bwd about 1.4 s. The sweep prints its estimate before it
+# starts (--dry-run prints it and the plan, and runs nothing), and writes into the .meta
+# how long the stage programs, the peers and the sweep itself took. Estimates (--dry-run)
+# on an H200, all
+# four peers, 3 repeats unless --quick:
+#   --quick --stages 03_flash2,...,08_intra_wg_overlap (six stages)  about 0:46
+#   --stages 03_flash2 (every point)            about 2:23 (measured 2:06 with three peers)
+#   --stages 03_flash2,...,08_intra_wg_overlap  about 10:40 (measured: 565 s for 98 of its
+#                                               108 points, three peers): 2 runs of 5:27
+#   the same with --baseline OLD (twelve programs)  about 20:36: 3 runs of 7:02
+#   --direction bwd --stages 03_flash2 --head-dims 64,128   about 2:56 (measured 2:32)
+#   --stages 08_intra_wg_overlap --seqlens 512,16k --head-dims 128 --spin-compare 0,400
+#                                               about 0:57 (the spin's evidence)
+# A sweep split into runs of under 8 minutes each: --part 1/N … --part N/N (the same
+# options otherwise) measures every N-th point in each run, all repeats interleaved as in
+# one run; bench/join_sweeps.sh OUT.csv PART1.csv … joins their CSVs, and the joined
+# .meta says how. --max-minutes M (default 8) sets the run length the sweep suggests a
+# split for.
 #
 # Without --all-points, stages 01_naive and 02_flash1 are not run at seqlen >= 8192,
 # whether named in --stages or not (a line says so): 02 runs one thread block per
@@ -421,7 +427,7 @@ estimate_ms() {  # estimate_ms N_POINTS_SUBSET...: the run's estimate over these
         done
     done
     est=$((est * repeats))
-    ((peers)) && est=$((est + repeats * ${#spins[@]} * c_ref + c_start))
+    ((peers)) && est=$((est + repeats * c_ref + c_start))  # the reference rows: once a repeat
     printf '%d' "$est"
 }
 fmt_time() { printf -v "$1" '%d:%02d' $(($2 / 60)) $(($2 % 60)); }  # fmt_time VAR SECONDS
@@ -431,8 +437,11 @@ fmt_time est_text $(((est_ms + 500) / 1000))
 split_hint=""
 if [[ -z $part ]] && ((est_ms > max_minutes * 60000)); then
     whole_ms=$(estimate_ms "${all_points_list[@]}")
-    n_parts=$(((whole_ms + max_minutes * 60000 - 1) / (max_minutes * 60000)))
-    fmt_time part_text $(((whole_ms / n_parts + 500) / 1000))
+    fixed_ms=0  # what each run pays whatever its points: the peers' start, the reference rows
+    ((peers)) && fixed_ms=$((repeats * c_ref + c_start))
+    n_parts=1
+    while (((whole_ms - fixed_ms) / n_parts + fixed_ms > max_minutes * 60000)); do n_parts=$((n_parts + 1)); done
+    fmt_time part_text $((((whole_ms - fixed_ms) / n_parts + fixed_ms + 500) / 1000))
     split_hint="more than $max_minutes minutes: split it into $n_parts runs of about $part_text each: the same command with --part 1/$n_parts, ..., --part $n_parts/$n_parts, then bench/join_sweeps.sh OUT.csv PART1.csv ..."
 fi
 
