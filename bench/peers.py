@@ -108,14 +108,14 @@ DEFAULT_L2_BYTES = 64 << 20  # the harness's fallback when the L2 size is unknow
 NVML_CLOCK_SM = 1
 NVML_SUCCESS = 0
 
-# The spin before each timed call, in microseconds (docs/benchmarks.md, "Why the spin").
-# It must outlast the host's work from the end of the flush's enqueue to the call's first
-# kernel. Measured on an H200 with the L2 flush (about 30 us of GPU work) before each
-# call: FA3's decode wrapper timed without a spin read 52 us against 21 us with one, so
-# its dispatch outlasted the flush by about 30 us; SDPA's dispatch and the autograd
-# engine's hand-off for the backward are of the same order. 200 us is three times the
-# largest of these plus the flush, and costs 200 us of wall time per timed call
-# (2.6 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
+# The spin before each timed call, in microseconds (docs/benchmarks.md, "How the runners
+# are timed"). It must outlast the host's work from the spin's enqueue to the call's
+# first kernel: recording the start event and Python's dispatch of SDPA, of FA3's
+# wrapper (an autograd Function around a torch.library custom op) or of the autograd
+# engine for a backward, tens of microseconds. 200 is several times that, and every
+# result line reports the longest enqueue it saw and whether any call outlasted the
+# spin, so a too-short spin shows. A longer one costs only wall time, 200 us per timed
+# call (2.6 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
 DEFAULT_SPIN_US = 200
 # Where no maximum SM clock can be read, cycles are counted at this clock: above the
 # boost clock of every current NVIDIA GPU (H200: 1980 MHz), so the spin only gets longer.
