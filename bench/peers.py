@@ -117,6 +117,7 @@ NVML_SUCCESS = 0
 # spin, so a too-short spin shows. A longer one costs only wall time, 200 us per timed
 # call (2.6 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
 DEFAULT_SPIN_US = 200
+MAX_SPIN_US = 100000  # the stage programs' limit (FX_MAX_SPIN_US): 0.1 s per timed call
 # Where no maximum SM clock can be read, cycles are counted at this clock: above the
 # boost clock of every current NVIDIA GPU (H200: 1980 MHz), so the spin only gets longer.
 FALLBACK_MAX_MHZ = 3000
@@ -823,8 +824,8 @@ def validate(args, p):
         p.error("sizes and --iters must be positive, --warmup not negative")
     if args.heads_kv is not None and args.heads is not None and args.heads % args.heads_kv:
         p.error("--heads %d is not a multiple of --heads-kv %d" % (args.heads, args.heads_kv))
-    if not (args.spin_us >= 0 and args.spin_us <= 1e6):
-        p.error("--spin-us must be between 0 and 1000000 microseconds")
+    if not (args.spin_us >= 0 and args.spin_us <= MAX_SPIN_US):
+        p.error("--spin-us must be between 0 and %d microseconds" % MAX_SPIN_US)
     if args.num_splits is not None and args.num_splits < 0:
         p.error("--num-splits must be 0 (FA3's heuristic) or positive")
     names = [x.strip() for x in args.backends.split(",") if x.strip()]

@@ -177,11 +177,11 @@ while (($#)); do
 done
 
 is_count() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
-is_spin() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 <= 1000000)); }
+is_spin() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 <= 100000)); }  # the harness's FX_MAX_SPIN_US
 is_count "$repeats" || die "--repeats must be a positive integer"
 is_count "$iters" || die "--iters must be a positive integer"
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
-is_spin "$spin" || die "--spin-us must be a whole number of microseconds, 0 to 1000000"
+is_spin "$spin" || die "--spin-us must be a whole number of microseconds, 0 to 100000"
 spin=$((10#$spin))
 is_count "$max_minutes" || die "--max-minutes must be a positive integer"
 [[ $dtype == bf16 || $dtype == fp16 ]] || die "--dtype must be bf16 or fp16"
@@ -203,7 +203,7 @@ spins=("$spin")
 if [[ -n $spin_compare ]]; then
     IFS=, read -r -a extra_spins <<<"$spin_compare"
     for s in "${extra_spins[@]}"; do
-        is_spin "$s" || die "--spin-compare: '$s' is not a whole number of microseconds (0 to 1000000)"
+        is_spin "$s" || die "--spin-compare: '$s' is not a whole number of microseconds (0 to 100000)"
         s=$((10#$s))
         dup=0
         for t in "${spins[@]}"; do ((t == s)) && dup=1; done
@@ -510,8 +510,8 @@ stage_csv=$logs/stage_$$.csv
 exec {logfd}>>"$log"
 
 # The header (FX_CSV_HEADER in common/), so that the stages and the peers append to one.
-header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h 2>/dev/null | head -n 1 || true)
-[[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h"
+header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | head -n 1 || true)
+[[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c"
 header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' | tr -d '"\n')
 [[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from $header_file"
 echo "$header" >"$csv_run"
