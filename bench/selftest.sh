@@ -167,6 +167,12 @@ expect "join_sweeps.sh: direction kept for the tables" has "$T/out/joined.meta" 
 run_to "$T/j2.out" bench/join_sweeps.sh "$T/out/j2.csv" "$T/out/part1.csv" "$T/out/s.csv" && rc=0 || rc=$?
 expect "join_sweeps.sh: parts of different sweeps refused (exit 1)" rc_is "$rc" 1
 
+# gen_doc_tables.sh: the spin table from a sweep with --spin-compare.
+printf 'x\n<!-- gen:spin-table %s -->\n<!-- gen:end -->\n' "$T/out/s.csv" >"$T/D.md"
+if run_to "$T/d.out" scripts/gen_doc_tables.sh "$T/D.md"; then ok "gen_doc_tables.sh spin-table"; else bad "gen_doc_tables.sh spin-table"; fi
+expect "gen_doc_tables.sh spin-table: the run's spin and 0 us" has "$T/D.md" '| 0 µs | 200 µs (the run'"'"'s) |'
+expect "gen_doc_tables.sh --check: up to date" scripts/gen_doc_tables.sh --check "$T/D.md"
+
 # compare.sh
 run_to "$T/c.out" bench/compare.sh "$T/out/s.csv" old && rc=0 || rc=$?
 expect "compare.sh CSV old: exit 0" rc_is "$rc" 0
