@@ -3,7 +3,7 @@
 # (DESIGN.md, "Benchmarks and plots"; docs/benchmarks.md, "The bounds").
 #
 #   bench/bounds.sh SWEEP.csv [--direction fwd|bwd] [--csv OUT.csv] [--copy-tbps X]
-#                             [--clock-mhz M] [--flop-per-sm-clock F]
+#                             [--clock-mhz M] [--flop-per-sm-clock F] [--tagged]
 #
 # For every row, the time each bound alone would need, as a percentage of the row's
 # measured (median) time — 100 % means the row runs at that wall:
@@ -27,11 +27,15 @@
 # --clock-mhz where the row has 0. The highest percentage names the bound the row is
 # closest to. torch_matmul rows get the tensor-core percentage only; copy_bw rows none.
 #
-# Prints a table (the median over repeats of each (direction, stage, head_dim, causal,
-# seqlen); --direction keeps one direction's rows in it); with --csv writes every row of
-# the input with these columns added: peak_tflops, pct_tensor, exp_ms, pct_exp,
-# hbm_bytes, copy_tbps, hbm_ms, pct_hbm, bound (an empty cell where a bound cannot be
-# computed). POSIX awk; no GPU needed.
+# Prints a table (the median over repeats of each (direction, runner, head_dim, causal,
+# seqlen): the stages and every peer, FA3 among them; --direction keeps one direction's
+# rows in it); with --csv writes every row of the input with these columns added:
+# peak_tflops, pct_tensor, exp_ms, pct_exp, hbm_bytes, copy_tbps, hbm_ms, pct_hbm, bound
+# (an empty cell where a bound cannot be computed). Marked rows (stage NAME@TAG: a
+# baseline build's or another spin's, bench/sweep.sh) are left out of both unless
+# --tagged. A CSV with a `variant` column (an ablation's) names each runner
+# stage:variant. The runner column is as wide as the longest name. POSIX awk; no GPU
+# needed.
 set -euo pipefail
 
 usage() {
@@ -42,9 +46,10 @@ die() {
     exit 2
 }
 
-csv="" out="" copy_tbps="" clock_mhz="" flop_per_clock="" direction=""
+csv="" out="" copy_tbps="" clock_mhz="" flop_per_clock="" direction="" tagged=0
 while (($#)); do
     case $1 in
+        --tagged) tagged=1 ;;
         --direction) direction=${2:?--direction needs fwd or bwd}; shift ;;
         --csv) out=${2:?--csv needs a file}; shift ;;
         --copy-tbps) copy_tbps=${2:?--copy-tbps needs TB/s}; shift ;;
@@ -59,7 +64,10 @@ done
 [[ -n $csv ]] || { usage >&2; exit 2; }
 [[ -z $direction || $direction == fwd || $direction == bwd ]] || die "--direction must be fwd or bwd"
 [[ -r $csv ]] || die "cannot read $csv"
-head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header (FX_CSV_HEADER)"
+first=$(head -n 1 "$csv")
+[[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
+    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns (FX_CSV_HEADER)"
+[[ $(wc -l <"$csv") -gt 1 ]] || die "$csv has a header and no rows"
 
 augmented=$(mktemp)
 trap 'rm -f "$augmented"' EXIT
@@ -68,7 +76,8 @@ trap 'rm -f "$augmented"' EXIT
 awk_median=$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")
 
 # Pass 1 (NR == FNR): the copy bandwidth of each device. Pass 2: the bounds of each row.
-awk -F, -v OFS=, -v copy_opt="$copy_tbps" -v clock_opt="$clock_mhz" -v fpc_opt="$flop_per_clock" "$awk_median"'
+awk -F, -v OFS=, -v copy_opt="$copy_tbps" -v clock_opt="$clock_mhz" -v fpc_opt="$flop_per_clock" \
+    -v tagged="$tagged" "$awk_median"'
 # Dense tensor-core FLOP per SM per clock, by device and dtype; "" when unknown.
 function flop_per_clock(dev, dtype) {
     if (fpc_opt != "") return fpc_opt
@@ -92,6 +101,7 @@ NR == FNR {
     next
 }
 FNR == 2 { print hdr, "peak_tflops,pct_tensor,exp_ms,pct_exp,hbm_bytes,copy_tbps,hbm_ms,pct_hbm,bound" }
+!tagged && index($c["stage"], "@") { next }
 {
     stage = $c["stage"]; dev = $c["device"]; dtype = $c["dtype"]
     sms = $c["sm_count"] + 0; mhz = $c["sm_clock_mhz"] + 0; ms = $c["ms"] + 0
@@ -144,6 +154,7 @@ function add(key, name, v) { if (v != "") vals[key, name] = vals[key, name] " " 
 NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
 {
     s = $c["stage"]
+    if (("variant" in c) && $c["variant"] != "") s = s ":" $c["variant"]
     if (!(s in order)) order[s] = ++n_stages
     if ($c["direction"] == "ref") {
         if (s == "copy_bw") add(s, "bw", $c["tflops"])
@@ -181,16 +192,25 @@ END {
                best == "" ? "-" : best, split(vals[keys[i], "n"], tmp, " ")
     }
 }' "$augmented" | {
-    # Comment lines first, then the table sorted on its key (the first field).
+    # Comment lines first, then the table sorted on its key (the first field), the
+    # runner column as wide as its longest name (at least 16, the old width).
     rows=()
+    width=16
     while IFS= read -r line; do
-        if [[ $line == '#'* ]]; then echo "${line#\# }"; else rows+=("$line"); fi
+        if [[ $line == '#'* ]]; then
+            echo "${line#\# }"
+        else
+            rows+=("$line")
+            name=${line#*$'\t'*$'\t'*$'\t'*$'\t'*$'\t'}  # the sixth field
+            name=${name%%$'\t'*}
+            ((${#name} <= width)) || width=${#name}
+        fi
     done
-    printf '%-4s %-9s %-6s %7s  %-16s %9s %9s %7s %7s  %-7s %s\n' dir head_dim causal seqlen stage \
+    printf '%-4s %-9s %-6s %7s  %-*s %9s %9s %7s %7s  %-7s %s\n' dir head_dim causal seqlen "$width" stage \
         TFLOP/s %tensor %exp %HBM bound repeats
     if ((${#rows[@]})); then
-        printf '%s\n' "${rows[@]}" | sort | awk -F'\t' '{
-            printf "%-4s %-9s %-6s %7s  %-16s %9s %9s %7s %7s  %-7s %s\n", $2, $3, $4 ? "yes" : "no", $5, $6,
+        printf '%s\n' "${rows[@]}" | sort | awk -F'\t' -v w="$width" '{
+            printf "%-4s %-9s %-6s %7s  %-*s %9s %9s %7s %7s  %-7s %s\n", $2, $3, $4 ? "yes" : "no", $5, w, $6,
                    $7, $8, $9, $10, $11, $12 }'
     fi
 }

@@ -3,59 +3,95 @@
 the same run.
 
 PyTorch's scaled_dot_product_attention with each backend forced through
-torch.nn.attention.sdpa_kernel:
+torch.nn.attention.sdpa_kernel, and FlashAttention-3 itself:
 
     sdpa_flash      SDPBackend.FLASH_ATTENTION      (FlashAttention-2 inside PyTorch)
     sdpa_cudnn      SDPBackend.CUDNN_ATTENTION      (cuDNN's fused attention)
     sdpa_efficient  SDPBackend.EFFICIENT_ATTENTION  (the memory-efficient kernel)
+    fa3             FlashAttention-3's flash_attn_func: the public hopper/ build's
+                    `flash_attn_interface` where it imports, else the `fa3-fwd` package
+                    (PyPI, 0.0.3: `fa3_fwd_interface`, the hopper/ forward prebuilt for
+                    torch 2.10; it imports under torch 2.11 once sys.modules
+                    ["flash_attn_config"] is its `fa3_fwd_config`, which this script sets)
+    fa3_kvcache     the same FA3's flash_attn_with_kvcache (--kvcache: the decode path,
+                    split-KV by --num-splits, PackGQA by --pack-gqa)
 
 and, with --gemm, two reference rows: a bf16 torch.matmul 8192x8192x8192 (torch_matmul,
 TFLOP/s) and a device-to-device copy (copy_bw: its `tflops` column holds TB/s, bytes read
 plus bytes written over the median time; `seqlen_q` holds the buffer size in MiB).
 
     bench/peers.py --batch 8 --seqlen 2048 --heads 16 --head-dim 128 [--causal] \\
-                   [--direction fwd|bwd|both] [--dtype bf16] [--iters 10] [--warmup 3] \\
-                   [--csv FILE] [--commit C]
+                   [--direction fwd|bwd|both] [--dtype bf16|fp16|e4m3] [--iters 10] \\
+                   [--warmup 3] [--spin-us 200] [--backends flash,cudnn,efficient,fa3] \\
+                   [--csv FILE] [--commit C] [--tag TAG]
+    bench/peers.py --batch 1 --seqlen-q 1 --seqlen-k 8192 --heads 32 --heads-kv 8 \\
+                   --head-dim 128 --backends fa3,cudnn --kvcache [--num-splits 0] \\
+                   [--pack-gqa auto|0|1]                       (decode: FA3's split-KV path)
     bench/peers.py --gemm [--csv FILE] [--meta FILE]     (the reference rows, once per run)
     bench/peers.py --serve        (bench/sweep.sh: one line of the options above per request)
 
 PyTorch is optional: without it, or without a CUDA device, this prints one line saying
-the peers are skipped and exits 0, writing no row.
+the peers are skipped and exits 0, writing no row. FA3 is optional too: where neither
+FA3 module imports, one line says `fa3 skipped` and why, and the SDPA peers still run.
+What this FA3 build lacks (fa3-fwd: the backward, paged KV, local attention, fp16 and
+column-major V, from its fa3_fwd_config.CONFIG build switches) is skipped with a line.
 
-Measured as the stage programs measure (common/fx_gpu.c, fx_time): Q, K, V made in the
-repository's layout [batch, seqlen, heads, head_dim] and handed to SDPA transposed to
-[batch, heads, seqlen, head_dim] (a view, no copy); `--warmup` untimed calls, then
-`--iters` calls each timed alone with CUDA events, each after a write of twice the L2
-size to a scratch buffer outside the timed region; the median is reported, with the
+Timing (as the stage programs time, common/fx_gpu.c fx_time; docs/benchmarks.md, "How
+the runners are timed"): `--warmup` untimed calls, then `--iters` calls, each alone:
+synchronize, write twice the L2 size to a scratch buffer (the L2 flush), then keep the
+GPU busy for `--spin-us` microseconds (torch.cuda._sleep, which spins a number of SM
+cycles: the spin is sized at the highest SM clock the GPU reports, so that it lasts at
+least that long at any clock), then record the start event, make the call, record the
+stop event. The host's work between the flush and the call's first kernel (recording the
+event, Python's dispatch of SDPA or of FA3's wrapper: tens of microseconds) then happens
+while the GPU spins, and is not timed as kernel time; the flush and the spin stay
+outside the interval. After each call the script asks whether the start event had
+already passed when the host finished enqueueing the call: if so the GPU waited on the
+host inside the interval, and the line says in how many calls (`--spin-us` too short for
+this call). `--spin-us 0` is the old method (no spin). The median is reported, with the
 minimum and maximum. The SM clock is read through NVML (ctypes, libnvidia-ml.so.1, as
 the harness does; nvidia-smi as a fallback; 0 when neither answers) right after the
 timed calls. FLOPs by the FA3 convention, counted like fx_flops_forward: 4 * batch *
-heads * head_dim * (unmasked (i, j) pairs), N(N+1)/2 pairs per slice when causal.
+heads_q * head_dim * (unmasked (i, j) pairs), bottom-right causal, N(N+1)/2 pairs per
+slice when seqlen_q = seqlen_k = N.
+
+Inputs: Q, K, V made in the repository's layout [batch, seqlen, heads, head_dim]
+(torch.randn, N(0, 1)); SDPA gets them transposed to [batch, heads, seqlen, head_dim] (a
+view, no copy), FA3 as they are (its own layout). GQA (--heads-kv below --heads): SDPA
+with enable_gqa. SDPA's is_causal aligns the mask top-left, the harness and FA3
+bottom-right: they agree when seqlen_q = seqlen_k, and SDPA is skipped for causal with
+seqlen_q != seqlen_k. e4m3 (--dtype e4m3): FA3 only, Q, K, V drawn in bf16 and converted,
+with descale factors of 1 (q_descale, k_descale, v_descale: [batch, heads_kv] fp32),
+bf16 output.
 
 --direction bwd times the backward alone, as the stage programs' --bench --bwd does
 (fx_flops_backward: 2.5 times the forward's exact count, five GEMMs instead of two):
-per backend, Q, K and V (the same layout) are made leaves with requires_grad, the SDPA
-forward runs once under the forced backend, untimed, and then each timed call is
+per backend, Q, K and V (the same layout) are made leaves with requires_grad, the
+forward runs once, untimed, and then each timed call is
 torch.autograd.grad(out, (q, k, v), grad_outputs=dO, retain_graph=True), with dO drawn
-like Q in the same layout: --warmup untimed calls, --iters timed ones with the L2 flush
-before each, the median. A backend whose forward or backward raises prints a "bwd
+like Q in the same layout: --warmup untimed calls, --iters timed ones, each after the
+flush and the spin, the median. A backend whose forward or backward raises prints a "bwd
 skipped:" line and writes no row. --direction both does the forward, then the backward,
 for each backend; the default, fwd, is the forward alone.
 
 Rows go to --csv in the columns of the file's header (FX_CSV_HEADER of common/fx_main.h,
-written here when the file is new): stage = the peer's name, direction = fwd or bwd (ref
-for the two reference rows), commit = --commit, check = peer, the error columns empty.
-Stdlib and torch only; Python 3.8 or newer.
+written here when the file is new): stage = the peer's name (with --tag T: name@T, a
+marked row that the tables and figures leave out unless asked), direction = fwd or bwd
+(ref for the two reference rows), commit = --commit, check = peer, the error columns
+empty. --meta appends key=value lines: versions (torch, CUDA, cuDNN, driver, FA3 and its
+build switches) and the spin's sizing. Stdlib and torch only; Python 3.8 or newer.
 """
 
 import argparse
 import ctypes
 import datetime
+import math
 import os
 import shlex
 import statistics
 import subprocess
 import sys
+import time
 import warnings
 
 # The stage programs' CSV columns (FX_CSV_HEADER, common/fx_main.h). Used only for a new
@@ -72,10 +108,42 @@ DEFAULT_L2_BYTES = 64 << 20  # the harness's fallback when the L2 size is unknow
 NVML_CLOCK_SM = 1
 NVML_SUCCESS = 0
 
-PEERS = (
-    ("sdpa_flash", "FLASH_ATTENTION"),
-    ("sdpa_cudnn", "CUDNN_ATTENTION"),
-    ("sdpa_efficient", "EFFICIENT_ATTENTION"),
+# The spin before each timed call, in microseconds (docs/benchmarks.md, "How the runners
+# are timed"). It must outlast the host's work from the spin's enqueue to the call's
+# first kernel: recording the start event and Python's dispatch of SDPA, of FA3's
+# wrapper (an autograd Function around a torch.library custom op) or of the autograd
+# engine for a backward, tens of microseconds. 200 is several times that, and every
+# result line reports the longest enqueue it saw and whether any call outlasted the
+# spin, so a too-short spin shows. A longer one costs only wall time, 200 us per timed
+# call (2.6 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
+DEFAULT_SPIN_US = 200
+MAX_SPIN_US = 100000  # the stage programs' limit (FX_MAX_SPIN_US): 0.1 s per timed call
+# Where no maximum SM clock can be read, cycles are counted at this clock: above the
+# boost clock of every current NVIDIA GPU (H200: 1980 MHz), so the spin only gets longer.
+FALLBACK_MAX_MHZ = 3000
+
+SDPA_PEERS = (
+    ("flash", "sdpa_flash", "FLASH_ATTENTION"),
+    ("cudnn", "sdpa_cudnn", "CUDNN_ATTENTION"),
+    ("efficient", "sdpa_efficient", "EFFICIENT_ATTENTION"),
+)
+BACKENDS = ("flash", "cudnn", "efficient", "fa3")
+DEFAULT_BACKENDS = ",".join(BACKENDS)
+
+# fa3-fwd's build switches (fa3_fwd_config.CONFIG["build_flags"]) and what each takes away.
+FA3_SWITCHES = (
+    ("FLASHATTENTION_DISABLE_BACKWARD", True, "backward"),
+    ("FLASHATTENTION_DISABLE_PAGEDKV", True, "paged KV"),
+    ("FLASHATTENTION_DISABLE_LOCAL", True, "local attention"),
+    ("FLASHATTENTION_DISABLE_FP16", True, "fp16"),
+    ("FLASHATTENTION_DISABLE_FP8", True, "fp8"),
+    ("FLASHATTENTION_DISABLE_SPLIT", True, "split-KV"),
+    ("FLASHATTENTION_DISABLE_PACKGQA", True, "PackGQA"),
+    ("FLASHATTENTION_DISABLE_VARLEN", True, "varlen"),
+    ("FLASHATTENTION_DISABLE_APPENDKV", True, "appending to the KV cache"),
+    ("FLASHATTENTION_DISABLE_SOFTCAP", True, "softcap"),
+    ("FLASHATTENTION_DISABLE_CLUSTER", True, "clusters"),
+    ("FLASHATTENTION_ENABLE_VCOLMAJOR", False, "column-major V"),
 )
 
 
@@ -86,24 +154,43 @@ def say(line):
 def parser(cls=argparse.ArgumentParser, prog="peers.py"):
     p = cls(
         prog=prog,
-        description="PyTorch SDPA backends (and a GEMM and a copy) timed like the stage programs.",
+        description="PyTorch SDPA backends and FlashAttention-3 (and a GEMM and a copy) "
+                    "timed like the stage programs.",
     )
     p.add_argument("--batch", type=int)
     p.add_argument("--seqlen", type=int, help="seqlen_q = seqlen_k")
-    p.add_argument("--heads", type=int)
+    p.add_argument("--seqlen-q", type=int, help="queries (default --seqlen)")
+    p.add_argument("--seqlen-k", type=int, help="keys (default --seqlen)")
+    p.add_argument("--heads", type=int, help="query heads")
+    p.add_argument("--heads-kv", type=int, help="K/V heads (GQA/MQA; default --heads)")
     p.add_argument("--head-dim", type=int)
     p.add_argument("--causal", type=int, nargs="?", const=1, default=0, choices=(0, 1),
                    help="--causal or --causal 1: causal; --causal 0 (default): not")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "e4m3"),
+                   help="e4m3: FA3 only (descale factors 1, bf16 output)")
     p.add_argument("--direction", default="fwd", choices=("fwd", "bwd", "both"),
                    help="time the forward (default), the backward alone, or both")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--spin-us", type=float, default=DEFAULT_SPIN_US,
+                   help="keep the GPU busy this many microseconds after the L2 flush, "
+                        "while the host records the start event and enqueues the call "
+                        "(default %d; 0: no spin, the old method)" % DEFAULT_SPIN_US)
     p.add_argument("--csv", help="append rows to this file")
     p.add_argument("--commit", default=os.environ.get("FX_GIT_COMMIT", "unknown"),
                    help="the repository commit the rows record (default: $FX_GIT_COMMIT)")
-    p.add_argument("--backends", default="flash,cudnn,efficient",
-                   help="comma-separated subset of flash,cudnn,efficient")
+    p.add_argument("--tag", default="",
+                   help="mark the rows: stage column NAME@TAG (left out of tables and "
+                        "figures unless asked; bench/compare.sh CSV TAG compares them)")
+    p.add_argument("--backends", default=DEFAULT_BACKENDS,
+                   help="comma-separated subset of %s, timed in this order" % DEFAULT_BACKENDS)
+    p.add_argument("--kvcache", action="store_true",
+                   help="FA3 through flash_attn_with_kvcache (the decode path; row fa3_kvcache)")
+    p.add_argument("--num-splits", type=int,
+                   help="FA3's num_splits (0: its heuristic; default 0 with --kvcache, "
+                        "else the interface's own, 1)")
+    p.add_argument("--pack-gqa", default="auto", choices=("auto", "0", "1"),
+                   help="FA3's pack_gqa (auto: its heuristic)")
     p.add_argument("--gemm", action="store_true",
                    help="also time the torch_matmul and copy_bw reference rows")
     p.add_argument("--meta", help="append the peers' versions (key=value lines) to this file")
@@ -126,13 +213,20 @@ def unmasked_pairs(seqlen_q, seqlen_k, causal):
     return rows * (first + seqlen_k) // 2
 
 
-def flops_forward(batch, heads, head_dim, seqlen, causal):
-    return 4.0 * batch * heads * head_dim * unmasked_pairs(seqlen, seqlen, causal)
+def flops_forward(batch, heads, head_dim, seqlen_q, seqlen_k, causal):
+    return 4.0 * batch * heads * head_dim * unmasked_pairs(seqlen_q, seqlen_k, causal)
 
 
-def flops_backward(batch, heads, head_dim, seqlen, causal):
+def flops_backward(batch, heads, head_dim, seqlen_q, seqlen_k, causal):
     """fx_flops_backward: five GEMMs instead of two (FA3 convention), 2.5x the forward."""
-    return 2.5 * flops_forward(batch, heads, head_dim, seqlen, causal)
+    return 2.5 * flops_forward(batch, heads, head_dim, seqlen_q, seqlen_k, causal)
+
+
+def spin_cycles(spin_us, max_mhz):
+    """SM cycles that last at least spin_us at every clock up to max_mhz (us x MHz)."""
+    if spin_us <= 0:
+        return 0
+    return int(math.ceil(spin_us * max_mhz))
 
 
 # ----------------------------------------------------------------------------------------
@@ -166,13 +260,8 @@ class SmClock:
         except (OSError, AttributeError):
             self.lib = None
 
-    def mhz(self):
-        if self.lib is not None:
-            value = ctypes.c_uint()
-            if self.lib.nvmlDeviceGetClockInfo(self.handle, NVML_CLOCK_SM,
-                                               ctypes.byref(value)) == NVML_SUCCESS:
-                return int(value.value)
-        cmd = ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"]
+    def _smi(self, field):
+        cmd = ["nvidia-smi", "--query-gpu=" + field, "--format=csv,noheader,nounits"]
         if self.bus is not None:
             cmd += ["--id=" + self.bus]
         try:
@@ -184,6 +273,31 @@ class SmClock:
             pass
         return 0
 
+    def mhz(self):
+        if self.lib is not None:
+            value = ctypes.c_uint()
+            if self.lib.nvmlDeviceGetClockInfo(self.handle, NVML_CLOCK_SM,
+                                               ctypes.byref(value)) == NVML_SUCCESS:
+                return int(value.value)
+        return self._smi("clocks.sm")
+
+    def max_mhz(self):
+        """(the highest SM clock this GPU reports, where it came from)."""
+        if self.lib is not None:
+            value = ctypes.c_uint()
+            try:
+                rc = self.lib.nvmlDeviceGetMaxClockInfo(self.handle, NVML_CLOCK_SM,
+                                                        ctypes.byref(value))
+            except AttributeError:
+                rc = -1
+            if rc == NVML_SUCCESS and value.value > 0:
+                return int(value.value), "NVML nvmlDeviceGetMaxClockInfo"
+        mhz = self._smi("clocks.max.sm")
+        if mhz > 0:
+            return mhz, "nvidia-smi clocks.max.sm"
+        return FALLBACK_MAX_MHZ, "not readable: %d MHz assumed (above any current GPU's)" \
+            % FALLBACK_MAX_MHZ
+
     def driver(self):
         if self.lib is None:
             return "unknown"
@@ -194,7 +308,119 @@ class SmClock:
 
 
 # ----------------------------------------------------------------------------------------
-# The measuring context: torch, the device, the flush buffer.
+# FlashAttention-3: the public hopper/ build, else the fa3-fwd package.
+
+def one_line(exc):
+    text = " ".join(str(exc).split())
+    return "%s: %s" % (type(exc).__name__, text[:300]) if text else type(exc).__name__
+
+
+def dist_version(names):
+    """The installed version of the first of these distributions, or None."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python 3.7
+        return None
+    for name in names:
+        try:
+            return metadata.version(name)
+        except Exception:  # PackageNotFoundError, or a broken dist-info
+            continue
+    return None
+
+
+class FA3:
+    """The FA3 module in use, what it is, and what its build switches leave out."""
+
+    def __init__(self, module, api, version, flags, note):
+        self.m = module
+        self.api = api            # "flash_attn_interface" or "fa3_fwd_interface"
+        self.version = version
+        self.flags = flags        # CONFIG["build_flags"], {} when the build has none
+        self.note = note
+
+    @classmethod
+    def open(cls):
+        """(FA3, None) or (None, the reason it is skipped). Call after importing torch."""
+        reasons = []
+        try:
+            import flash_attn_interface as m  # the public hopper/ build
+            flags = {}
+            try:
+                import flash_attn_config  # newer hopper/ builds write one
+                flags = dict(getattr(flash_attn_config, "CONFIG", {}).get("build_flags", {}))
+            except Exception:
+                pass
+            version = (dist_version(("flash_attn_3", "flash-attn-3", "flashattn-hopper",
+                                     "flashattn_hopper", "flash_attn"))
+                       or getattr(m, "__version__", None) or "unknown")
+            return cls(m, "flash_attn_interface", version, flags,
+                       "the hopper/ build (%s)" % getattr(m, "__file__", "?")), None
+        except ImportError as exc:
+            if getattr(exc, "name", None) == "flash_attn_interface":
+                reasons.append("flash_attn_interface not installed")
+            else:
+                reasons.append("flash_attn_interface failed to import (%s)" % one_line(exc))
+        except Exception as exc:  # an ABI mismatch raises OSError or RuntimeError
+            reasons.append("flash_attn_interface failed to import (%s)" % one_line(exc))
+        try:
+            import fa3_fwd_config
+            # fa3_fwd_interface reads its switches as `flash_attn_config` (the hopper/
+            # name); the package ships them as fa3_fwd_config.
+            sys.modules["flash_attn_config"] = fa3_fwd_config
+            import fa3_fwd_interface as m
+            flags = dict(getattr(fa3_fwd_config, "CONFIG", {}).get("build_flags", {}))
+            version = dist_version(("fa3-fwd", "fa3_fwd")) or "unknown"
+            return cls(m, "fa3_fwd_interface", version, flags,
+                       "the fa3-fwd package (%s; flash_attn_config = fa3_fwd_config)"
+                       % getattr(m, "__file__", "?")), None
+        except ImportError as exc:
+            if getattr(exc, "name", None) in ("fa3_fwd_config", "fa3_fwd_interface"):
+                reasons.append("fa3-fwd not installed (python3 -m pip install fa3-fwd==0.0.3)")
+            else:
+                reasons.append("fa3_fwd_interface failed to import (%s)" % one_line(exc))
+        except Exception as exc:
+            reasons.append("fa3_fwd_interface failed to import (%s)" % one_line(exc))
+        return None, "; ".join(reasons)
+
+    def switches_on(self):
+        return sorted(k for k, v in self.flags.items() if v)
+
+    def lacks(self):
+        """What the build switches take away, in words ([] when unknown or nothing)."""
+        return [what for key, off_when, what in FA3_SWITCHES
+                if key in self.flags and bool(self.flags[key]) == off_when]
+
+    def lacks_feature(self, key):
+        for k, off_when, what in FA3_SWITCHES:
+            if k == key and k in self.flags and bool(self.flags[k]) == off_when:
+                return "this FA3 build has no %s (%s, %s)" % (what, self.api,
+                                                              "%s=%s" % (k, self.flags[k]))
+        return None
+
+    def versions(self):
+        return [
+            ("fa3", "%s %s from %s" % (self.api, self.version, self.note)),
+            ("fa3_api", self.api),
+            ("fa3_version", self.version),
+            ("fa3_build_switches_on", ",".join(self.switches_on()) or "none recorded"),
+            ("fa3_lacks", ", ".join(self.lacks()) or "nothing its switches say"),
+        ]
+
+    def accepts(self, fn, *names):
+        """Whether fn takes these keyword arguments (older hopper/ builds lack some)."""
+        try:
+            import inspect
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return True
+        if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            return True
+        return all(n in params for n in names)
+
+
+# ----------------------------------------------------------------------------------------
+# The measuring context: torch, the device, the flush buffer, the spin.
 
 class Peers:
     def __init__(self, torch):
@@ -205,6 +431,10 @@ class Peers:
         l2 = getattr(self.props, "L2_cache_size", 0) or DEFAULT_L2_BYTES
         self.flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
         self.clock = SmClock(self.props)
+        self.max_mhz, self.max_mhz_source = self.clock.max_mhz()
+        self.has_sleep = hasattr(torch.cuda, "_sleep")
+        self.fa3, self.fa3_why = FA3.open()
+        self.fa3_said = False  # the skip line is said once per process
 
     def versions(self):
         t = self.torch
@@ -215,7 +445,7 @@ class Peers:
             cudnn = "%d.%d.%d" % (v // 10000, v // 100 % 100, v % 100)
         else:             # cuDNN 8: MAJOR*1000 + MINOR*100 + PATCH
             cudnn = "%d.%d.%d" % (v // 1000, v // 100 % 10, v % 100)
-        return [
+        rows = [
             ("torch", t.__version__),
             ("torch_cuda", str(t.version.cuda)),
             ("cudnn", "%s (%s)" % (cudnn, v)),
@@ -223,25 +453,48 @@ class Peers:
             ("sm_count", str(self.sm_count)),
             ("l2_bytes", str(getattr(self.props, "L2_cache_size", 0))),
             ("driver", self.clock.driver()),
+            ("spin_max_sm_clock_mhz", "%d (%s)" % (self.max_mhz, self.max_mhz_source)),
+            ("spin_method", "torch.cuda._sleep(ceil(spin_us x %d)) after the flush, before "
+                            "the start event" % self.max_mhz if self.has_sleep else
+                            "none: this PyTorch has no torch.cuda._sleep (no spin)"),
         ]
+        if self.fa3 is not None:
+            rows += self.fa3.versions()
+        else:
+            rows.append(("fa3", "skipped: " + self.fa3_why))
+        return rows
 
-    def time(self, fn, warmup, iters):
-        """fx_time: warm-up, then each call alone between two events, L2 flushed before."""
+    def time(self, fn, warmup, iters, spin_us):
+        """fx_time: warm-up, then each call alone between two events, after the L2 flush
+        and a spin of spin_us; returns (median, min, max ms, SM MHz, calls in which the
+        GPU had passed the start event before the host finished enqueueing, the longest
+        enqueue in us)."""
         cuda = self.torch.cuda
+        cycles = spin_cycles(spin_us, self.max_mhz) if self.has_sleep else 0
         for _ in range(warmup):
             fn()
         start = cuda.Event(enable_timing=True)
         stop = cuda.Event(enable_timing=True)
         ms = []
+        late = 0
+        enqueue_us = 0.0
         for r in range(iters):
-            self.flush.fill_(r & 0xFF)
+            cuda.synchronize()
+            self.flush.fill_(r & 0xFF)   # the L2 flush, before the interval
+            if cycles:
+                cuda._sleep(cycles)      # the GPU busy while the host enqueues what follows
+            t0 = time.perf_counter()
             start.record()
             fn()
             stop.record()
+            t1 = time.perf_counter()
+            if start.query():            # the GPU had passed the start event before the
+                late += 1                # host had enqueued the call: latency was timed
             stop.synchronize()
             ms.append(start.elapsed_time(stop))
+            enqueue_us = max(enqueue_us, (t1 - t0) * 1e6)
         mhz = self.clock.mhz()  # right after the timed calls, as the harness reads it
-        return statistics.median(ms), min(ms), max(ms), mhz
+        return statistics.median(ms), min(ms), max(ms), mhz, late, enqueue_us
 
 
 # ----------------------------------------------------------------------------------------
@@ -267,17 +520,41 @@ def append_row(path, fields):
 
 
 def row(ctx, args, stage, direction, problem, timing, rate):
-    ms, ms_min, ms_max, mhz = timing
+    ms, ms_min, ms_max, mhz = timing[:4]
     fields = {
-        "stage": stage, "direction": direction, "device": ctx.device,
-        "sm_count": ctx.sm_count, "sm_clock_mhz": mhz, "commit": args.commit,
-        "date": utc_now(), "repeats": args.iters,
+        "stage": stage + ("@" + args.tag if args.tag else ""), "direction": direction,
+        "device": ctx.device, "sm_count": ctx.sm_count, "sm_clock_mhz": mhz,
+        "commit": args.commit, "date": utc_now(), "repeats": args.iters,
         "ms": "%.5f" % ms, "ms_min": "%.5f" % ms_min, "ms_max": "%.5f" % ms_max,
         "tflops": "%.2f" % rate, "err_ref_max": "", "err_prev_max": "", "prev_stage": "",
         "check": "peer",
     }
     fields.update(problem)
     append_row(args.csv, fields)
+
+
+def timing_note(args, timing):
+    """The spin's part of a result line: the spin, the longest enqueue, late calls."""
+    late, enqueue_us = timing[4], timing[5]
+    text = "  spin %g us, enqueue <= %.0f us" % (args.spin_us, enqueue_us)
+    if late:
+        text += ", GPU idle at enqueue in %d/%d calls" % (late, args.iters)
+        if args.spin_us > 0:
+            text += " (spin too short)"
+    return text
+
+
+def result_line(ctx, args, name, direction, timing, rate, extra=""):
+    shown = name + ("@" + args.tag if args.tag else "")
+    say("  %-15s %s%9.3f ms (min %.3f, max %.3f)  %7.1f TFLOP/s  SM %d MHz%s%s"
+        % (shown, "bwd " if direction == "bwd" else "", timing[0], timing[1], timing[2],
+           rate, timing[3], extra, timing_note(args, timing)))
+
+
+def skip_line(name, direction, reason, every=False):
+    """A skip; `every`: the reason holds at every point (the sweep says it once)."""
+    say("  %-15s %sskipped%s: %s" % (name, "bwd " if direction == "bwd" else "",
+                                     " (every point)" if every else "", reason))
 
 
 def first_reason(exc, caught):
@@ -292,102 +569,206 @@ def first_reason(exc, caught):
     return reason
 
 
+class Point:
+    """One problem: sizes, dtype, the tensors, the FLOPs."""
+
+    def __init__(self, args):
+        self.b = args.batch
+        self.sq = args.seqlen_q if args.seqlen_q is not None else args.seqlen
+        self.sk = args.seqlen_k if args.seqlen_k is not None else args.seqlen
+        self.hq = args.heads
+        self.hk = args.heads_kv if args.heads_kv is not None else args.heads
+        self.d = args.head_dim
+        self.causal = bool(args.causal)
+        self.dtype = args.dtype
+
+    def problem(self):
+        return {"batch": self.b, "seqlen_q": self.sq, "seqlen_k": self.sk,
+                "heads_q": self.hq, "heads_kv": self.hk, "head_dim": self.d,
+                "dtype": self.dtype, "causal": int(self.causal)}
+
+    def flops(self, direction):
+        f = flops_forward(self.b, self.hq, self.d, self.sq, self.sk, self.causal)
+        return 2.5 * f if direction == "bwd" else f
+
+    def kv_bytes(self, elem):
+        return 2.0 * self.b * self.sk * self.hk * self.d * elem
+
+
 def run_point(ctx, args):
     torch = ctx.torch
-    from torch.nn.attention import SDPBackend
-
-    b, s, h, d, causal = args.batch, args.seqlen, args.heads, args.head_dim, bool(args.causal)
-    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    wanted = set(x.strip() for x in args.backends.split(",") if x.strip())
-    problem = {"batch": b, "seqlen_q": s, "seqlen_k": s, "heads_q": h, "heads_kv": h,
-               "head_dim": d, "dtype": args.dtype, "causal": int(causal)}
-    # The repository's layout [batch, seqlen, heads, head_dim]; SDPA takes
-    # [batch, heads, seqlen, head_dim]: a transposed view, innermost dim contiguous.
+    pt = Point(args)
+    wanted = [x.strip() for x in args.backends.split(",") if x.strip()]
+    # The repository's layout [batch, seqlen, heads, head_dim], bf16 or fp16 (e4m3 is
+    # drawn in bf16 and converted for FA3 alone).
+    dtype = torch.float16 if pt.dtype == "fp16" else torch.bfloat16
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen).transpose(1, 2)
-               for _ in range(3))
+    q = torch.randn(pt.b, pt.sq, pt.hq, pt.d, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(pt.b, pt.sk, pt.hk, pt.d, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(pt.b, pt.sk, pt.hk, pt.d, device="cuda", dtype=dtype, generator=gen)
     dout = None
     if args.direction in ("bwd", "both"):
         # dO in the same layout, drawn after Q, K, V (which stay the forward's).
-        dout = torch.randn(b, s, h, d, device="cuda", dtype=dtype, generator=gen).transpose(1, 2)
+        dout = torch.randn(pt.b, pt.sq, pt.hq, pt.d, device="cuda", dtype=dtype, generator=gen)
+    dirs = {"fwd": ("fwd",), "bwd": ("bwd",), "both": ("fwd", "bwd")}[args.direction]
     try:
-        for name, backend in PEERS:
-            if name.split("_", 1)[1] not in wanted:
+        for name in wanted:
+            if name == "fa3":
+                time_fa3(ctx, args, pt, (q, k, v), dout, dirs)
                 continue
-            if not hasattr(SDPBackend, backend):
-                say("  %-15s skipped: this PyTorch has no SDPBackend.%s" % (name, backend))
-                continue
-            if args.direction in ("fwd", "both"):
-                time_forward(ctx, args, name, getattr(SDPBackend, backend), (q, k, v), causal,
-                             problem)
-            if dout is not None:
-                time_backward(ctx, args, name, getattr(SDPBackend, backend), (q, k, v), dout,
-                              causal, problem)
+            spec = [s for s in SDPA_PEERS if s[0] == name][0]
+            _, peer, backend = spec
+            for direction in dirs:
+                time_sdpa(ctx, args, pt, peer, backend, (q, k, v), dout, direction)
     finally:
         del q, k, v, dout
         torch.cuda.empty_cache()  # leave the memory to the stage program that runs next
 
 
-def time_forward(ctx, args, name, backend, qkv, causal, problem):
-    """One backend's forward: a row and a line, or a skip line."""
+def sdpa_refusal(ctx, pt, backend):
+    """Why SDPA cannot run this point as the harness defines it, or None."""
+    from torch.nn.attention import SDPBackend
+    if not hasattr(SDPBackend, backend):
+        return "this PyTorch has no SDPBackend.%s" % backend
+    if pt.dtype == "e4m3":
+        return "SDPA has no e4m3 path (FA3 alone runs fp8 here)"
+    if pt.causal and pt.sq != pt.sk:
+        return "SDPA's is_causal aligns the mask top-left, the harness bottom-right: " \
+               "they differ when seqlen_q != seqlen_k"
+    return None
+
+
+def time_sdpa(ctx, args, pt, name, backend, qkv, dout, direction):
+    """One SDPA backend, one direction: a row and a line, or a skip line."""
     torch = ctx.torch
-    from torch.nn.attention import sdpa_kernel
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
-    q, k, v = qkv
-    flops = flops_forward(args.batch, args.heads, args.head_dim, args.seqlen, causal)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            with sdpa_kernel(backend):
-                def call():
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                call()  # an unsupported case raises here, before any timing
-                timing = ctx.time(call, args.warmup, args.iters)
-    except (RuntimeError, ValueError, NotImplementedError) as exc:
-        say("  %-15s skipped: %s" % (name, first_reason(exc, caught)))
-        torch.cuda.synchronize()
+    why = sdpa_refusal(ctx, pt, backend)
+    if why:
+        skip_line(name, direction, why)
         return
-    rate = flops / (timing[0] * 1e-3) / 1e12
-    row(ctx, args, name, "fwd", problem, timing, rate)
-    say("  %-15s %9.3f ms (min %.3f, max %.3f)  %7.1f TFLOP/s  SM %d MHz"
-        % (name, timing[0], timing[1], timing[2], rate, timing[3]))
-
-
-def time_backward(ctx, args, name, backend, qkv, dout, causal, problem):
-    """One backend's backward alone: the forward once (untimed), then autograd.grad timed."""
-    torch = ctx.torch
-    from torch.nn.attention import sdpa_kernel
-    import torch.nn.functional as F
-
-    flops = flops_backward(args.batch, args.heads, args.head_dim, args.seqlen, causal)
-    # Leaves that share Q, K, V's memory and strides (no copy), so that the gradients are
-    # taken with respect to exactly the tensors the forward read.
-    q, k, v = (t.detach().requires_grad_() for t in qkv)
+    # SDPA's layout [batch, heads, seqlen, head_dim]: a transposed view, head_dim contiguous.
+    q, k, v = (t.transpose(1, 2) for t in qkv)
+    kw = {"is_causal": pt.causal}
+    if pt.hq != pt.hk:
+        kw["enable_gqa"] = True  # PyTorch 2.5 or newer
     out = None
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with sdpa_kernel(backend):
-                out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            with sdpa_kernel(getattr(SDPBackend, backend)):
+                if direction == "fwd":
+                    def call():
+                        return F.scaled_dot_product_attention(q, k, v, **kw)
+                else:
+                    # Leaves that share Q, K, V's memory and strides (no copy), so that
+                    # the gradients are taken with respect to exactly what the forward read.
+                    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+                    out = F.scaled_dot_product_attention(q, k, v, **kw)
+                    do = dout.transpose(1, 2)
 
-                def call():
-                    return torch.autograd.grad(out, (q, k, v), grad_outputs=dout,
-                                               retain_graph=True)
-                call()  # a backward this backend lacks raises here, before any timing
-                timing = ctx.time(call, args.warmup, args.iters)
-    except (RuntimeError, ValueError, NotImplementedError) as exc:
-        say("  %-15s bwd skipped: %s" % (name, first_reason(exc, caught)))
+                    def call():
+                        return torch.autograd.grad(out, (q, k, v), grad_outputs=do,
+                                                   retain_graph=True)
+                call()  # an unsupported case raises here, before any timing
+                timing = ctx.time(call, args.warmup, args.iters, args.spin_us)
+    except (RuntimeError, ValueError, NotImplementedError, TypeError) as exc:
+        skip_line(name, direction, first_reason(exc, caught))
         torch.cuda.synchronize()
         return
     finally:
         del out  # frees the graph and what it saved
-        del q, k, v
-    rate = flops / (timing[0] * 1e-3) / 1e12
-    row(ctx, args, name, "bwd", problem, timing, rate)
-    say("  %-15s bwd %9.3f ms (min %.3f, max %.3f)  %7.1f TFLOP/s  SM %d MHz"
-        % (name, timing[0], timing[1], timing[2], rate, timing[3]))
+    rate = pt.flops(direction) / (timing[0] * 1e-3) / 1e12
+    row(ctx, args, name, direction, pt.problem(), timing, rate)
+    result_line(ctx, args, name, direction, timing, rate)
+
+
+def time_fa3(ctx, args, pt, qkv, dout, dirs):
+    """FA3's forward (flash_attn_func, or flash_attn_with_kvcache with --kvcache) and,
+    where the build has one, its backward."""
+    torch = ctx.torch
+    name = "fa3_kvcache" if args.kvcache else "fa3"
+    fa3 = ctx.fa3
+    if fa3 is None:
+        if not ctx.fa3_said or not args.serve:
+            skip_line(name, "", ctx.fa3_why, every=True)
+            ctx.fa3_said = True
+        return
+    m = fa3.m
+    for direction in dirs:
+        why = None
+        every = False  # a reason that holds at every point of a sweep
+        if pt.dtype == "fp16":
+            why = fa3.lacks_feature("FLASHATTENTION_DISABLE_FP16")
+        elif pt.dtype == "e4m3":
+            why = fa3.lacks_feature("FLASHATTENTION_DISABLE_FP8")
+        every = why is not None
+        if why is None and direction == "bwd":
+            why = fa3.lacks_feature("FLASHATTENTION_DISABLE_BACKWARD")
+            every = why is not None
+            if why is None and (args.kvcache or pt.dtype == "e4m3"):
+                why = "FA3 has no backward for %s" % ("the KV-cache path" if args.kvcache
+                                                      else "e4m3")
+        fn = m.flash_attn_with_kvcache if args.kvcache else m.flash_attn_func
+        if why is None and args.kvcache and not hasattr(m, "flash_attn_with_kvcache"):
+            why = "%s has no flash_attn_with_kvcache" % fa3.api
+        if why is None and pt.dtype == "e4m3" and not fa3.accepts(fn, "q_descale"):
+            why = "this %s's flash_attn_func takes no descale arguments" % fa3.api
+        if why is None and (args.num_splits is not None or args.pack_gqa != "auto") \
+                and not fa3.accepts(fn, "num_splits", "pack_gqa"):
+            why = "this %s takes no num_splits/pack_gqa" % fa3.api
+        if why:
+            skip_line(name, direction, why, every=every or why.startswith("this "))
+            continue
+        q, k, v = qkv
+        kw = {"causal": pt.causal}
+        if pt.dtype == "e4m3":
+            f8 = torch.float8_e4m3fn
+            q, k, v = (t.to(f8) for t in (q, k, v))
+            # Descale factors of 1 ([batch, heads_kv], fp32): N(0, 1) fits e4m3 unscaled.
+            one = torch.ones(pt.b, pt.hk, device="cuda", dtype=torch.float32)
+            kw.update(q_descale=one, k_descale=one, v_descale=one)
+        if args.kvcache:
+            # cache_seqlens made once, outside the timed calls (an int would make the
+            # wrapper allocate and fill a tensor inside each call).
+            kw["cache_seqlens"] = torch.full((pt.b,), pt.sk, dtype=torch.int32, device="cuda")
+            kw["num_splits"] = 0 if args.num_splits is None else args.num_splits
+        elif args.num_splits is not None:
+            kw["num_splits"] = args.num_splits
+        if args.pack_gqa != "auto":
+            kw["pack_gqa"] = args.pack_gqa == "1"
+        out = None
+        try:
+            if direction == "fwd":
+                def call():
+                    return fn(q, k, v, **kw)
+            else:
+                q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+                res = fn(q, k, v, **kw)
+                out = res[0] if isinstance(res, (tuple, list)) else res
+
+                def call():
+                    return torch.autograd.grad(out, (q, k, v), grad_outputs=dout,
+                                               retain_graph=True)
+            call()  # an unsupported case raises here, before any timing
+            timing = ctx.time(call, args.warmup, args.iters, args.spin_us)
+        except (RuntimeError, ValueError, NotImplementedError, TypeError, AssertionError) as exc:
+            skip_line(name, direction, "%s: %s" % (fa3.api, first_reason(exc, [])))
+            torch.cuda.synchronize()
+            continue
+        finally:
+            del out
+        rate = pt.flops(direction) / (timing[0] * 1e-3) / 1e12
+        extra = ""
+        if args.kvcache:
+            elem = 1 if pt.dtype == "e4m3" else 2
+            extra = "  K,V read once: %.2f TB/s, num_splits %s, pack_gqa %s" % (
+                pt.kv_bytes(elem) / (timing[0] * 1e-3) / 1e12, kw["num_splits"],
+                args.pack_gqa)
+        row(ctx, args, name, direction, pt.problem(), timing, rate)
+        result_line(ctx, args, name, direction, timing, rate, extra)
 
 
 def run_gemm(ctx, args):
@@ -396,13 +777,13 @@ def run_gemm(ctx, args):
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     bm = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-    timing = ctx.time(lambda: torch.matmul(a, bm, out=c), args.warmup, args.iters)
+    timing = ctx.time(lambda: torch.matmul(a, bm, out=c), args.warmup, args.iters, args.spin_us)
     rate = 2.0 * n * n * n / (timing[0] * 1e-3) / 1e12
     row(ctx, args, "torch_matmul", "ref",
         {"batch": 1, "seqlen_q": n, "seqlen_k": n, "heads_q": 1, "heads_kv": 1, "head_dim": n,
          "dtype": "bf16", "causal": 0}, timing, rate)
-    say("  %-15s %9.3f ms  %7.1f TFLOP/s  bf16 %dx%dx%d  SM %d MHz"
-        % ("torch_matmul", timing[0], rate, n, n, n, timing[3]))
+    say("  %-15s %9.3f ms  %7.1f TFLOP/s  bf16 %dx%dx%d  SM %d MHz%s"
+        % ("torch_matmul", timing[0], rate, n, n, n, timing[3], timing_note(args, timing)))
     del a, bm, c
     torch.cuda.empty_cache()
 
@@ -418,33 +799,58 @@ def run_gemm(ctx, args):
             if nbytes < (64 << 20):
                 say("  %-15s skipped: cannot allocate two 64 MiB buffers" % "copy_bw")
                 return
-    timing = ctx.time(lambda: dst.copy_(src), args.warmup, args.iters)
+    timing = ctx.time(lambda: dst.copy_(src), args.warmup, args.iters, args.spin_us)
     tbps = 2.0 * nbytes / (timing[0] * 1e-3) / 1e12  # read + written
     row(ctx, args, "copy_bw", "ref",
         {"batch": 1, "seqlen_q": nbytes >> 20, "seqlen_k": 0, "heads_q": 0, "heads_kv": 0,
          "head_dim": 0, "dtype": "u8", "causal": 0}, timing, tbps)
-    say("  %-15s %9.3f ms  %7.2f TB/s (read + written, %d MiB copied)  SM %d MHz"
-        % ("copy_bw", timing[0], tbps, nbytes >> 20, timing[3]))
+    say("  %-15s %9.3f ms  %7.2f TB/s (read + written, %d MiB copied)  SM %d MHz%s"
+        % ("copy_bw", timing[0], tbps, nbytes >> 20, timing[3], timing_note(args, timing)))
     del src, dst
     torch.cuda.empty_cache()
 
 
+def validate(args, p):
+    """Usage errors of one request (p.error exits, or raises in --serve)."""
+    sq = args.seqlen_q if args.seqlen_q is not None else args.seqlen
+    sk = args.seqlen_k if args.seqlen_k is not None else args.seqlen
+    point = [args.batch, sq, sk, args.heads, args.head_dim]
+    given = [args.batch, args.seqlen, args.seqlen_q, args.seqlen_k, args.heads, args.head_dim]
+    if any(x is not None for x in given) and not all(x is not None for x in point):
+        p.error("a point needs --batch, --seqlen (or --seqlen-q and --seqlen-k), --heads "
+                "and --head-dim")
+    sizes = point + [args.heads_kv]
+    if any(x is not None and x <= 0 for x in sizes) or args.iters < 1 or args.warmup < 0:
+        p.error("sizes and --iters must be positive, --warmup not negative")
+    if args.heads_kv is not None and args.heads is not None and args.heads % args.heads_kv:
+        p.error("--heads %d is not a multiple of --heads-kv %d" % (args.heads, args.heads_kv))
+    if not (args.spin_us >= 0 and args.spin_us <= MAX_SPIN_US):
+        p.error("--spin-us must be between 0 and %d microseconds" % MAX_SPIN_US)
+    if args.num_splits is not None and args.num_splits < 0:
+        p.error("--num-splits must be 0 (FA3's heuristic) or positive")
+    names = [x.strip() for x in args.backends.split(",") if x.strip()]
+    bad = [x for x in names if x not in BACKENDS]
+    if bad or not names:
+        p.error("--backends: %s not among %s" % (",".join(bad) or "(empty)", DEFAULT_BACKENDS))
+    if len(set(names)) != len(names):
+        p.error("--backends names a backend twice")
+    if args.tag and not all(ch.isalnum() or ch in "._-" for ch in args.tag):
+        p.error("--tag: letters, digits, '.', '_' and '-' only (it becomes part of a CSV field)")
+    if not args.gemm and not args.meta and sq is None:
+        p.error("nothing to do: give a point (--batch --seqlen --heads --head-dim) or --gemm")
+    return sq is not None
+
+
 def handle(ctx, args, p):
     """One request: the reference rows (--gemm) and/or one point."""
-    point = [args.batch, args.seqlen, args.heads, args.head_dim]
-    if any(x is not None for x in point) and not all(x is not None for x in point):
-        p.error("a point needs --batch, --seqlen, --heads and --head-dim")
-    if any(x is not None and x <= 0 for x in point) or args.iters < 1 or args.warmup < 0:
-        p.error("sizes and --iters must be positive, --warmup not negative")
-    if not args.gemm and not args.meta and args.seqlen is None:
-        p.error("nothing to do: give a point (--batch --seqlen --heads --head-dim) or --gemm")
+    has_point = validate(args, p)
     if args.meta:
         with open(args.meta, "a") as f:
             for key, value in ctx.versions():
                 f.write("%s=%s\n" % (key, value))
     if args.gemm:
         run_gemm(ctx, args)
-    if all(x is not None for x in point):
+    if has_point:
         run_point(ctx, args)
 
 
@@ -454,7 +860,7 @@ def open_torch():
         import torch
     except ImportError as exc:
         if getattr(exc, "name", None) == "torch":
-            return None, "PyTorch not installed: peers skipped"
+            return None, "PyTorch not installed: peers (SDPA, FA3) skipped"
         return None, "PyTorch failed to import (%s): peers skipped" % " ".join(str(exc).split())
     if not torch.cuda.is_available():
         return None, "PyTorch %s installed but CUDA is unavailable (no GPU or no driver): " \
@@ -481,9 +887,20 @@ class ServeParser(argparse.ArgumentParser):
         raise RequestError((message or "exit %d" % status).strip())
 
 
+def ready_line(ctx):
+    fa3 = ("fa3 %s %s" % (ctx.fa3.api, ctx.fa3.version) if ctx.fa3 is not None
+           else "fa3 skipped: " + ctx.fa3_why)
+    keep = ("torch", "torch_cuda", "cudnn", "device", "sm_count", "l2_bytes", "driver")
+    return "peers: ready: " + ", ".join("%s %s" % kv for kv in ctx.versions()
+                                        if kv[0] in keep) + ", " + fa3
+
+
 def main():
     p = parser()
     args = p.parse_args()
+    if not args.serve:
+        # Usage errors before PyTorch is imported (seconds), and without a GPU too.
+        validate(args, p)
     torch, why = open_torch()
     if torch is None:
         say(why)
@@ -493,19 +910,20 @@ def main():
         handle(ctx, args, p)
         return 0
 
-    versions = ctx.versions()
-    say("peers: ready: " + ", ".join("%s %s" % kv for kv in versions))
+    say(ready_line(ctx))
     sp = parser(ServeParser, "peers.py --serve")
     while True:
         line = sys.stdin.readline()
         if not line:
             return 0
         try:
-            handle(ctx, sp.parse_args(shlex.split(line)), sp)
+            req = sp.parse_args(shlex.split(line))
+            req.serve = True
+            handle(ctx, req, sp)
         except RequestError as exc:
             say("peers: bad request: %s" % exc)
         except Exception as exc:  # a CUDA error: say it, let the sweep go on
-            say("peers: error: %s: %s" % (type(exc).__name__, " ".join(str(exc).split())[:300]))
+            say("peers: error: %s" % one_line(exc))
         say("peers: end")
 
 

@@ -1,49 +1,67 @@
 #!/usr/bin/env bash
 # sweep.sh — the FlashAttention-3 paper's sweep on this GPU, forward (the default) or
-# backward or both: the stage programs and the peers (PyTorch SDPA backends,
-# bench/peers.py) at every point, interleaved.
+# backward or both: the stage programs and the peers (FlashAttention-3 itself and the
+# PyTorch SDPA backends, bench/peers.py) at every point, interleaved, every runner timed
+# the same way.
 #
 #   bench/sweep.sh [options]
 #
 # The points (FA3 paper, section 4.1): seqlen 512, 1k, 2k, 4k, 8k, 16k with
 # batch = 16384/seqlen, heads = 2048/head_dim, head_dim 64, 128, 256, causal and not,
-# bf16. At each point every stage runs `build/bin/stage_<id> --bench --csv <run csv>
-# --iters N --warmup W` and, seconds apart, the peers are timed the same way;
-# the order of the runners rotates from one repeat to the next. The whole sweep is
-# repeated R times in that interleaved order (DESIGN.md: a claim needs three repeats
-# and a difference larger than their spread). Each repeat begins with the reference
-# rows: a bf16 torch.matmul 8192³ and a device-to-device copy (bench/peers.py --gemm).
+# bf16. At each point every stage runs `build/bin/stage_<id> --bench --csv FILE --iters N
+# --warmup W --spin-us S` and, seconds apart, the peers are timed the same way (one
+# request to one Python process: fa3, sdpa_flash, sdpa_cudnn, sdpa_efficient); the order
+# of the runners, and of the peers inside their request, rotates from one repeat to the
+# next. The whole sweep is repeated R times in that interleaved order (DESIGN.md: a claim
+# needs three repeats and a difference larger than their spread). Each repeat begins
+# with the reference rows: a bf16 torch.matmul 8192³ and a device-to-device copy.
+#
+# Timing (docs/benchmarks.md, "How the runners are timed"): every runner, stage or peer,
+# times each call after an L2 flush and a spin of --spin-us microseconds that keeps the
+# GPU busy while the host records the start event and enqueues the call, so that host
+# launch latency is not timed as kernel time; the flush and the spin stay outside the
+# timed interval. One --spin-us goes to the stage programs and to the peers. A stage
+# program built before it had --spin-us (its --help does not list it: an old baseline)
+# runs without it, and a note in the .meta says so.
 #
 # The backward (--direction bwd, or both): a stage whose `--help` says `backward: yes`
-# runs with `--bench --bwd`, which times the forward and then the backward entry point
-# alone and writes a fwd row and a bwd row (both kept; the bwd row's FLOPs are 2.5 times
-# the forward's); a stage without a backward is not run at bwd (a line says so; with
-# both it runs its forward). The peers time SDPA's backward alone (bench/peers.py
-# --direction bwd: the forward once, then torch.autograd.grad timed).
+# runs with `--bench --bwd`, which times the forward and then the backward alone and
+# writes a fwd row and a bwd row (both kept; a bwd row's FLOPs are 2.5 times the
+# forward's); a stage without a backward is not run at bwd (a line says so; with both it
+# runs its forward). The peers time their backward alone (the forward once, then
+# torch.autograd.grad timed); FA3's fa3-fwd build has none (one line says so).
 #
-# Expected duration on one H200. Measured: the full forward sweep with --stages
-# 02_flash1,03_flash2 (3 repeats, peers) took 3:30 (plots/data/fa3_fwd_2026-12-01_
-# nvidia-h200.meta), about 0.75 s per stage program start (CUDA context, inputs) and
-# 0.3 s per peers request besides the timed calls. Estimated from that and the measured
-# forward rates, with the backward at SDPA flash 200, cuDNN 300, mem-efficient 90
-# TFLOP/s, 0.25 s more per stage start with --bwd (dO) and 0.3 s more per peers request
-# (the forward with autograd, the graph, cuDNN's per-shape plans); the sweep prints its
-# own estimate after the first repeat:
-#   --quick                                              about 30 s
-#   --quick --direction both --stages 03_flash2          about 30 s, under a minute
-#   --direction bwd --stages 03_flash2 --head-dims 64,128 --repeats 3
-#                                                        about 3 minutes, under 4: 72
-#       stage runs and 72 peers requests; with stage 03's backward at 100 TFLOP/s or
-#       more (at 50 TFLOP/s add 15 s, at 25 TFLOP/s 40 s)
-#   the full forward sweep, --stages 02_flash1,03_flash2 about 3.5 minutes (measured);
-#       stage 01 (in the default, every built stage) adds about 2 more
-#   the full forward sweep, --stages 03_flash2,...,08_intra_wg_overlap (six stages):
-#       about 10.5 minutes (measured: 565 s for 98 of its 108 points): more than the
-#       10 minutes one call to a lent GPU machine may run, so run it as --head-dims 64,128
-#       and --head-dims 256 (plots/data/fa3_fwd_hopper_2026-12-01_nvidia-h200.meta says
-#       how that CSV was joined from two runs)
-#   a backward sweep of every head_dim: 02_flash1 adds about 3.5 minutes (its backward
-#       about 2.8 times its forward's time, both timed), 01_naive about 4.
+# Comparing two builds (--baseline DIR[:TAG]): the selected stages also run from another
+# build's DIR/bin (an older commit's build, say), interleaved in the same rotation, and
+# their rows are marked in the stage column: 08_intra_wg_overlap@base. bench/compare.sh
+# CSV base prints, per point, new against baseline; bench/bounds.sh, bench/plot.sh and
+# scripts/gen_readme_results.sh leave marked rows out unless given --tagged.
+# Checking the spin (--spin-compare LIST): every runner also runs with each of these
+# spins at every point, in the same rotation, its rows marked @spin<N> (bench/compare.sh
+# CSV spin0: what the spin changes; spin 2·S against S: whether S is enough).
+#
+# Duration. Where time goes, measured on one H200 (the .meta files of plots/data): a
+# stage program costs about 0.92 s per run, little of it its timed calls (13 calls of
+# 0.2 to 7 ms), the rest its start, CUDA context, inputs and exit; a peers request about
+# 0.07 s plus 0.05 s per backend (the forward; about 0.2 s + 0.16 s per backend for the
+# backward); a stage run with --bwd about 1.4 s. The sweep prints its estimate before it
+# starts (--dry-run prints it and the plan, and runs nothing), and writes into the .meta
+# how long the stage programs, the peers and the sweep itself took. Estimates (--dry-run)
+# on an H200, all
+# four peers, 3 repeats unless --quick:
+#   --quick --stages 03_flash2,...,08_intra_wg_overlap (six stages)  about 0:46
+#   --stages 03_flash2 (every point)            about 2:23 (measured 2:06 with three peers)
+#   --stages 03_flash2,...,08_intra_wg_overlap  about 10:40 (measured: 565 s for 98 of its
+#                                               108 points, three peers): 2 runs of 5:27
+#   the same with --baseline OLD (twelve programs)  about 20:36: 3 runs of 7:02
+#   --direction bwd --stages 03_flash2 --head-dims 64,128   about 2:56 (measured 2:32)
+#   --stages 08_intra_wg_overlap --seqlens 512,16k --head-dims 128 --spin-compare 0,400
+#                                               about 0:57 (the spin's evidence)
+# A sweep split into runs of under 8 minutes each: --part 1/N … --part N/N (the same
+# options otherwise) measures every N-th point in each run, all repeats interleaved as in
+# one run; bench/join_sweeps.sh OUT.csv PART1.csv … joins their CSVs, and the joined
+# .meta says how. --max-minutes M (default 8) sets the run length the sweep suggests a
+# split for.
 #
 # Without --all-points, stages 01_naive and 02_flash1 are not run at seqlen >= 8192,
 # whether named in --stages or not (a line says so): 02 runs one thread block per
@@ -63,8 +81,19 @@
 #   --repeats R       default 3
 #   --iters N         timed calls per point and runner, median reported (default 10)
 #   --warmup W        untimed calls before them (default 3)
+#   --spin-us S       the spin before each timed call, microseconds (default 200; 0: none,
+#                     the old method), for the stage programs and the peers alike
+#   --spin-compare LIST  also time every runner with each of these spins (e.g. 0,400),
+#                     rows marked @spin<N>
+#   --peers LIST      which peers, of fa3,flash,cudnn,efficient (default all four; none:
+#                     as --no-peers). fa3 is skipped with one line where no FA3 imports.
+#   --baseline DIR[:TAG]  also run the selected stages from DIR/bin, rows marked @TAG
+#                     (default tag: base); may be given more than once (distinct tags)
+#   --part K/N        run every N-th point, from the K-th (a sweep split into N runs)
+#   --max-minutes M   the run length the estimate suggests a split for (default 8)
+#   --dry-run         print the plan and the estimate; run nothing
 #   --check           also run the stages' --check (slower: the previous stage and the
-#                     fp64 reference run too)
+#                     fp64 reference run too; not in the estimate)
 #   --quick           a smoke test: seqlen 2k, head_dim 64/128/256, causal both, one
 #                     repeat, --iters 5 --warmup 2 (options after --quick still apply)
 #   --all-points      run stages 01 and 02 at seqlen >= 8192 too
@@ -72,17 +101,16 @@
 #   --python PY       the Python with PyTorch (default: $PYTHON or python3)
 #   --build DIR       the build with bin/stage_* (default: build)
 #   --out FILE        the CSV (default: plots/data/fa3_<tag>_<UTC date>_<device>.csv,
-#                     tag fwd, bwd or fwdbwd by --direction; a time-stamped name when
-#                     that exists: one CSV per run); paths are relative to the
-#                     repository root
+#                     tag fwd, bwd or fwdbwd by --direction, _part<K>of<N> added for a
+#                     part; a time-stamped name when that exists: one CSV per run)
 #   --dtype bf16|fp16 default bf16 (the paper's figures are bf16)
 #
-# Writes the CSV (FX_CSV_HEADER's columns, common/fx_main.h; the peers' rows in the
-# same columns with check = peer), a sidecar <csv minus .csv>.meta (versions, clocks,
-# the command, direction=, what was skipped and why) and a log of every program's
-# output in build/sweep/. Then: bench/bounds.sh CSV, bench/plot.sh CSV,
-# scripts/gen_readme_results.sh CSV (docs/benchmarks.md); the last two take the
-# direction from the .meta.
+# Writes the CSV (FX_CSV_HEADER's columns, common/; the peers' rows in the same columns
+# with check = peer), a sidecar <csv minus .csv>.meta (versions, clocks, the command,
+# direction=, the spin, FA3's version and build switches, what was skipped and why, and
+# where the time went) and a log of every program's output in build/sweep/. Then:
+# bench/bounds.sh CSV, bench/plot.sh CSV, scripts/gen_readme_results.sh CSV
+# (docs/benchmarks.md); the last two take the direction from the .meta.
 # Without a GPU the stages exit 77: the sweep says "no GPU: stages skipped" and still
 # runs the peers (which need PyTorch and a GPU, and say so).
 # Exit status: 0; 1 when a stage or the peers failed, or when the stages found no GPU
@@ -98,12 +126,24 @@ die() {
     exit 2
 }
 
+# The default spin, microseconds: bench/peers.py's DEFAULT_SPIN_US (where the reason is).
+SPIN_DEFAULT=200
+# Seconds, measured on one H200 (header): a stage run, forward; with --bwd; a peers
+# request (fixed part and per backend), forward and backward; the reference rows; the
+# peers' start (importing torch and FA3).
+COST_STAGE_FWD=0.92 COST_STAGE_BWD=1.4
+COST_PEERS_FWD=0.07 COST_PEER_FWD=0.05 COST_PEERS_BWD=0.2 COST_PEER_BWD=0.16
+COST_REF=1.5 COST_PEERS_START=10
+
 # ---------------------------------------------------------------------------------------
 # Options.
 
 stages_opt="" seqlens="512,1k,2k,4k,8k,16k" head_dims="64,128,256" causal_opt=both
 repeats=3 iters=10 warmup=3 check=0 all_points=0 peers=1 direction=fwd
 python=${PYTHON:-python3} build=build out="" dtype=bf16
+spin=$SPIN_DEFAULT spin_compare="" peers_opt="fa3,flash,cudnn,efficient" part="" max_minutes=8
+dry_run=0
+baselines=()
 command_line="bench/sweep.sh${*:+ $*}"
 while (($#)); do
     case $1 in
@@ -115,6 +155,13 @@ while (($#)); do
         --repeats) repeats=${2:?--repeats needs a number}; shift ;;
         --iters) iters=${2:?--iters needs a number}; shift ;;
         --warmup) warmup=${2:?--warmup needs a number}; shift ;;
+        --spin-us) spin=${2:?--spin-us needs microseconds}; shift ;;
+        --spin-compare) spin_compare=${2:?--spin-compare needs a list of microseconds}; shift ;;
+        --peers) peers_opt=${2:?--peers needs a list}; shift ;;
+        --baseline) baselines+=("${2:?--baseline needs DIR or DIR:TAG}"); shift ;;
+        --part) part=${2:?--part needs K/N}; shift ;;
+        --max-minutes) max_minutes=${2:?--max-minutes needs a number}; shift ;;
+        --dry-run) dry_run=1 ;;
         --check) check=1 ;;
         --quick) seqlens=2k head_dims=64,128,256 causal_opt=both repeats=1 iters=5 warmup=2 ;;
         --all-points) all_points=1 ;;
@@ -130,9 +177,13 @@ while (($#)); do
 done
 
 is_count() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
+is_spin() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 <= 100000)); }  # the harness's FX_MAX_SPIN_US
 is_count "$repeats" || die "--repeats must be a positive integer"
 is_count "$iters" || die "--iters must be a positive integer"
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
+is_spin "$spin" || die "--spin-us must be a whole number of microseconds, 0 to 100000"
+spin=$((10#$spin))
+is_count "$max_minutes" || die "--max-minutes must be a positive integer"
 [[ $dtype == bf16 || $dtype == fp16 ]] || die "--dtype must be bf16 or fp16"
 case $direction in
     fwd) tag=fwd ;;
@@ -146,6 +197,49 @@ case $causal_opt in
     both) causals=(0 1) ;;
     *) die "--causal must be 0, 1 or both" ;;
 esac
+
+# The spins: the run's own first, then --spin-compare's, each once.
+spins=("$spin")
+if [[ -n $spin_compare ]]; then
+    IFS=, read -r -a extra_spins <<<"$spin_compare"
+    for s in "${extra_spins[@]}"; do
+        is_spin "$s" || die "--spin-compare: '$s' is not a whole number of microseconds (0 to 100000)"
+        s=$((10#$s))
+        dup=0
+        for t in "${spins[@]}"; do ((t == s)) && dup=1; done
+        ((dup)) || spins+=("$s")
+    done
+fi
+# spin_mark VAR SPIN: the mark of a spin's rows: none for the run's own spin, spin<N> for
+# the others (into VAR: no subshell, as in every per-run helper below).
+spin_mark() { if (($2 == spin)); then printf -v "$1" ''; else printf -v "$1" 'spin%s' "$2"; fi; }
+
+# The peers: a subset of fa3,flash,cudnn,efficient, in the order given.
+peer_list=()
+if [[ $peers_opt == none ]]; then
+    peers=0
+else
+    IFS=, read -r -a peer_items <<<"$peers_opt"
+    declare -A peer_seen=()
+    for p in "${peer_items[@]}"; do
+        case $p in
+            fa3 | flash | cudnn | efficient) ;;
+            *) die "--peers: '$p' is not one of fa3, flash, cudnn, efficient (or none)" ;;
+        esac
+        [[ -z ${peer_seen[$p]:-} ]] || die "--peers names '$p' twice"
+        peer_seen[$p]=1
+        peer_list+=("$p")
+    done
+    ((${#peer_list[@]})) || die "--peers needs at least one of fa3, flash, cudnn, efficient (or none)"
+fi
+
+# --part K/N
+part_k=1 part_n=1
+if [[ -n $part ]]; then
+    [[ $part =~ ^([0-9]+)/([0-9]+)$ ]] || die "--part must be K/N (e.g. 1/2)"
+    part_k=$((10#${BASH_REMATCH[1]})) part_n=$((10#${BASH_REMATCH[2]}))
+    ((part_n >= 1 && part_k >= 1 && part_k <= part_n)) || die "--part $part: K must be 1 to N"
+fi
 
 # "512,1k,16K" -> sizes=(512 1024 16384)
 sizes=()
@@ -175,16 +269,25 @@ for d in "${hd_list[@]}"; do
     ((2048 % d == 0)) || die "head_dim $d does not divide 2048 (heads = 2048/head_dim)"
 done
 
-# The stage programs.
+# ---------------------------------------------------------------------------------------
+# The runners. A stage runner's key: the stage id (this build) or ID@TAG (a baseline's).
+
+built_list() {  # the stage ids built in DIR/bin, comma-separated
+    local bin list=""
+    for bin in "$1"/bin/stage_*; do
+        [[ -f $bin && -x $bin ]] && list+="${list:+,}${bin##*/stage_}"
+    done
+    printf '%s' "$list"
+}
 stage_ids=()
 if [[ -n $stages_opt ]]; then
     IFS=, read -r -a stage_ids <<<"$stages_opt"
-    built_ids=""
-    for bin in "$build"/bin/stage_*; do
-        [[ -x $bin ]] && built_ids+="${built_ids:+,}${bin##*/stage_}"
-    done
     for id in "${stage_ids[@]}"; do
-        [[ -x $build/bin/stage_$id ]] || die "no program $build/bin/stage_$id (built: ${built_ids:-none})"
+        [[ $id =~ ^[A-Za-z0-9_.-]+$ ]] || die "--stages: '$id' is not a stage id"
+        if [[ ! -x $build/bin/stage_$id ]] && ((!dry_run)); then
+            b=$(built_list "$build")
+            die "no program $build/bin/stage_$id (built: ${b:-none})"
+        fi
     done
 else
     for bin in "$build"/bin/stage_*; do
@@ -194,23 +297,60 @@ else
         "(build first: cmake -S . -B build && cmake --build build -j)"
 fi
 
-# The backward: a stage whose --help says "backward: yes" runs with --bwd at bwd and
-# both; at bwd the others are not run, at both they run their forward (noted below).
-declare -A has_bwd=()
-run_ids=() no_bwd_ids=()
-for id in "${stage_ids[@]}"; do
-    help_text=$("$build/bin/stage_$id" --help 2>&1 || true)
-    if grep -Eq '^[[:space:]]*backward:[[:space:]]*yes' <<<"$help_text"; then
-        has_bwd[$id]=1
+# --baseline DIR[:TAG]: the same stage ids from DIR/bin.
+declare -A runner_bin=() runner_id=() runner_mark=()
+base_notes=()
+base_keys=()
+declare -A tag_seen=()
+nb=0
+for spec in ${baselines[@]+"${baselines[@]}"}; do
+    nb=$((nb + 1))
+    bdir=$spec btag=base
+    if [[ $spec == *:* ]]; then bdir=${spec%:*} btag=${spec##*:}; fi
+    ((nb == 1)) || [[ $spec == *:* ]] || btag=base$nb
+    [[ $btag =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || die "--baseline $spec: the tag '$btag' must be letters, digits, '.', '_', '-'"
+    [[ -z ${tag_seen[$btag]:-} ]] || die "--baseline: the tag '$btag' is given twice"
+    tag_seen[$btag]=1
+    [[ -d $bdir/bin ]] || ((dry_run)) || die "--baseline $spec: no directory $bdir/bin"
+    for id in ${stage_ids[@]+"${stage_ids[@]}"}; do
+        if [[ -x $bdir/bin/stage_$id ]] || ((dry_run)); then
+            key="$id@$btag"
+            runner_bin[$key]=$bdir/bin/stage_$id runner_id[$key]=$id runner_mark[$key]=$btag
+            base_keys+=("$key")
+        else
+            base_notes+=("baseline $bdir has no stage_$id: $id@$btag not run")
+        fi
+    done
+done
+for id in ${stage_ids[@]+"${stage_ids[@]}"}; do
+    runner_bin[$id]=$build/bin/stage_$id runner_id[$id]=$id runner_mark[$id]=""
+done
+
+# Each program's --help, read once: whether it has a backward and a --spin-us.
+declare -A has_bwd=() has_spin=()
+run_keys=() no_bwd_keys=() no_spin_keys=() assumed_keys=()
+for key in ${stage_ids[@]+"${stage_ids[@]}"} ${base_keys[@]+"${base_keys[@]}"}; do
+    bin=${runner_bin[$key]}
+    if [[ -x $bin ]]; then
+        help_text=$("$bin" --help 2>&1 || true)
+    else  # --dry-run without a build: assumed to have a backward and a --spin-us
+        help_text=$'  backward: yes\n  --spin-us N'
+        assumed_keys+=("$key")
+    fi
+    if [[ $help_text =~ (^|$'\n')[[:space:]]*backward:[[:space:]]*yes ]]; then
+        has_bwd[$key]=1
     elif [[ $direction != fwd ]]; then
-        no_bwd_ids+=("$id")
+        no_bwd_keys+=("$key")
         [[ $direction == bwd ]] && continue
     fi
-    run_ids+=("$id")
+    if [[ $help_text == *--spin-us* ]]; then has_spin[$key]=1; else no_spin_keys+=("$key"); fi
+    run_keys+=("$key")
 done
 
 # Stages 01 and 02 are slow at seqlen >= 8192 (header): not run there without --all-points.
 slow_from=8192
+bwd_more=""
+[[ $direction == fwd ]] || bwd_more=", for the forward; its backward adds about 2.8 times that"
 slow_reason() {
     case $1 in
         01_naive) echo "S (fp32) and P of every (batch, head) live in device memory, 13-52 GB at 16k, and its causal calls cost as much as the full ones: about 2.5 more minutes over 3 repeats, estimated${bwd_more}" ;;
@@ -218,25 +358,162 @@ slow_reason() {
         *) echo "" ;;
     esac
 }
-bwd_more=""
-[[ $direction == fwd ]] || bwd_more=", for the forward; its backward adds about 2.8 times that"
-is_slow_point() { ((!all_points && $2 >= slow_from)) && [[ -n $(slow_reason "$1") ]]; }
+declare -A is_slow_id=()
+for key in ${run_keys[@]+"${run_keys[@]}"}; do
+    id=${runner_id[$key]}
+    [[ -n $(slow_reason "$id") ]] && is_slow_id[$id]=1
+done
+is_slow_point() { ((!all_points && $2 >= slow_from)) && [[ -n ${is_slow_id[$1]:-} ]]; }
+
+# ---------------------------------------------------------------------------------------
+# The points of this run (every N-th from the K-th with --part K/N).
+
+all_points_list=()
+for d in "${hd_list[@]}"; do
+    for c in "${causals[@]}"; do
+        for s in "${seqlen_list[@]}"; do
+            all_points_list+=("$d $c $s")
+        done
+    done
+done
+points=()
+for ((j = 0; j < ${#all_points_list[@]}; ++j)); do
+    ((j % part_n == part_k - 1)) && points+=("${all_points_list[j]}")
+done
+((${#points[@]})) || die "--part $part: no point falls in this part (${#all_points_list[@]} points in all)"
+total=$((${#points[@]} * repeats))
+max_seqlen=0
+for p in "${points[@]}"; do
+    read -r _ _ s <<<"$p"
+    ((s > max_seqlen)) && max_seqlen=$s
+done
+
+# The runner entries of a point: each stage runner and the peers, at each spin.
+entries=()
+for sp in "${spins[@]}"; do
+    for key in ${run_keys[@]+"${run_keys[@]}"}; do
+        entries+=("S $sp $key")
+    done
+    ((peers)) && entries+=("P $sp")
+done
+
+# The estimate, in milliseconds: from the costs above (COST_*).
+ms_of() { local x=$1; printf '%d' "$(awk -v x="$x" 'BEGIN { printf "%d", x * 1000 + 0.5 }')"; }
+c_sf=$(ms_of $COST_STAGE_FWD) c_sb=$(ms_of $COST_STAGE_BWD)
+c_pf=$(ms_of $COST_PEERS_FWD) c_pf1=$(ms_of $COST_PEER_FWD)
+c_pb=$(ms_of $COST_PEERS_BWD) c_pb1=$(ms_of $COST_PEER_BWD)
+c_ref=$(ms_of $COST_REF) c_start=$(ms_of $COST_PEERS_START)
+estimate_ms() {  # estimate_ms N_POINTS_SUBSET...: the run's estimate over these points
+    local est=0 e kind sp key id s np=${#peer_list[@]} pt
+    for pt in "$@"; do
+        read -r _ _ s <<<"$pt"
+        for e in "${entries[@]}"; do
+            read -r kind sp key <<<"$e"
+            if [[ $kind == P ]]; then
+                case $direction in
+                    fwd) est=$((est + c_pf + np * c_pf1)) ;;
+                    bwd) est=$((est + c_pb + np * c_pb1)) ;;
+                    both) est=$((est + c_pf + np * c_pf1 + c_pb + np * c_pb1)) ;;
+                esac
+            else
+                id=${runner_id[$key]}
+                is_slow_point "$id" "$s" && continue
+                if [[ $direction != fwd && -n ${has_bwd[$key]:-} ]]; then
+                    est=$((est + c_sb))
+                else
+                    est=$((est + c_sf))
+                fi
+            fi
+        done
+    done
+    est=$((est * repeats))
+    ((peers)) && est=$((est + repeats * c_ref + c_start))  # the reference rows: once a repeat
+    printf '%d' "$est"
+}
+fmt_time() { printf -v "$1" '%d:%02d' $(($2 / 60)) $(($2 % 60)); }  # fmt_time VAR SECONDS
+est_text="" el_text="" left_text="" tp=0 t0_us=0  # set through printf -v
+est_ms=$(estimate_ms "${points[@]}")
+fmt_time est_text $(((est_ms + 500) / 1000))
+split_hint=""
+if [[ -z $part ]] && ((est_ms > max_minutes * 60000)); then
+    whole_ms=$(estimate_ms "${all_points_list[@]}")
+    fixed_ms=0  # what each run pays whatever its points: the peers' start, the reference rows
+    ((peers)) && fixed_ms=$((repeats * c_ref + c_start))
+    n_parts=1
+    while (((whole_ms - fixed_ms) / n_parts + fixed_ms > max_minutes * 60000)); do n_parts=$((n_parts + 1)); done
+    fmt_time part_text $((((whole_ms - fixed_ms) / n_parts + fixed_ms + 500) / 1000))
+    split_hint="more than $max_minutes minutes: split it into $n_parts runs of about $part_text each: the same command with --part 1/$n_parts, ..., --part $n_parts/$n_parts, then bench/join_sweeps.sh OUT.csv PART1.csv ..."
+fi
+
+case $direction in
+    fwd) what="FA3 forward sweep" ;;
+    bwd) what="FA3 backward sweep" ;;
+    both) what="FA3 forward and backward sweep" ;;
+esac
+part_text=""
+[[ -z $part ]] || part_text=" (part $part_k of $part_n: points $part_k, $((part_k + part_n)), ... of ${#all_points_list[@]})"
+runner_names=""
+for key in ${run_keys[@]+"${run_keys[@]}"}; do runner_names+="${runner_names:+ }$key"; done
+peer_text="none"
+((peers)) && peer_text=$(IFS=,; printf '%s' "${peer_list[*]}")
+spin_text="--spin-us $spin"
+((${#spins[@]} > 1)) && spin_text+=" (and ${spins[*]:1}, rows marked @spin<N>)"
+
+check_text=""
+((check)) && check_text=" --check"
+echo "$what: ${#points[@]} points$part_text x $repeats repeats; stages: ${runner_names:-none};" \
+    "peers: $peer_text; $dtype; --iters $iters --warmup $warmup $spin_text$check_text"
+echo "estimated duration on an H200: about $est_text${split_hint:+ — $split_hint}"
+if ((dry_run)); then
+    echo "plan (one repeat; the order rotates by one runner each repeat):"
+    for p in "${points[@]}"; do
+        read -r d c s <<<"$p"
+        line="  hd $d causal $c seqlen $s (batch $((16384 / s)), heads $((2048 / d))):"
+        for e in "${entries[@]}"; do
+            read -r kind sp key <<<"$e"
+            spin_mark m "$sp"
+            if [[ $kind == P ]]; then
+                line+=" peers${m:+@$m}"
+            elif ! is_slow_point "${runner_id[$key]}" "$s"; then
+                if [[ -z $m ]]; then line+=" $key"
+                elif [[ $key == *@* ]]; then line+=" $key-$m"
+                else line+=" $key@$m"
+                fi
+            fi
+        done
+        echo "$line"
+    done
+    for n in ${base_notes[@]+"${base_notes[@]}"}; do echo "  $n"; done
+    if ((${#assumed_keys[@]})); then
+        echo "  not built here, so assumed to have a backward and --spin-us: ${assumed_keys[*]}"
+    fi
+    for key in ${no_spin_keys[@]+"${no_spin_keys[@]}"}; do
+        echo "  $key: its --help has no --spin-us: timed without the spin"
+    done
+    echo "dry run: nothing measured"
+    exit 0
+fi
 
 # ---------------------------------------------------------------------------------------
 # The run's files: rows go to a run CSV in build/sweep, copied under plots/data at the end.
 
 run_id=$(date -u +%Y%m%dT%H%M%SZ)
-run_date=$(date -u +%Y-%m-%d)
+run_date=${run_id:0:4}-${run_id:4:2}-${run_id:6:2}
 logs=$build/sweep
 mkdir -p "$logs"
 csv_run=$logs/fa3_${tag}_${run_id}_$$.csv
 meta_run=${csv_run%.csv}.meta
 log=$logs/fa3_${tag}_${run_id}_$$.log
+stage_out=$logs/stage_$$.out
+stage_csv=$logs/stage_$$.csv
 : >"$log"
+exec {logfd}>>"$log"
 
-# The header from common/fx_main.h, so that the stages and the peers append to one header.
-header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' common/fx_main.h | grep -o '"[^"]*"' | tr -d '"\n')
-[[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from common/fx_main.h"
+# The header (FX_CSV_HEADER in common/), so that the stages and the peers append to one.
+header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | head -n 1 || true)
+[[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c"
+header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' | tr -d '"\n')
+[[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from $header_file"
 echo "$header" >"$csv_run"
 
 # The commit the peers' rows record: the environment's (a copy without .git), git's, or
@@ -254,10 +531,18 @@ commit=${commit:-unknown}
     echo "host=$(uname -n)"
     echo "commit_tree=$commit"
     echo "points=seqlen ${seqlen_list[*]}; head_dim ${hd_list[*]}; causal ${causals[*]}; $dtype; batch*seqlen 16384; heads 2048/head_dim"
+    if [[ -n $part ]]; then
+        echo "part=$part_k/$part_n: points $part_k, $((part_k + part_n)), ... of the ${#all_points_list[@]} (head_dim, causal, seqlen order), ${#points[@]} here"
+    fi
     echo "repeats=$repeats"
     echo "iters=$iters"
     echo "warmup=$warmup"
-    echo "stages=${run_ids[*]}"
+    echo "spin_us=$spin"
+    ((${#spins[@]} == 1)) || echo "spin_compare=${spins[*]:1} (rows marked @spin<N>)"
+    echo "stages=${stage_ids[*]:-}"
+    for spec in ${baselines[@]+"${baselines[@]}"}; do echo "baseline=$spec"; done
+    if ((peers)); then echo "runners=$runner_names${runner_names:+ }peers($peer_text)"; else echo "runners=$runner_names"; fi
+    echo "estimate_s=$(((est_ms + 500) / 1000))"
     if command -v nvidia-smi >/dev/null 2>&1; then
         echo "nvidia_smi=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode \
             --format=csv,noheader 2>&1 | head -n 4 | paste -sd';' -)"
@@ -265,8 +550,40 @@ commit=${commit:-unknown}
 } >"$meta_run"
 
 # ---------------------------------------------------------------------------------------
+# Time accounting (bash's clock, no process per reading): microseconds.
+
+now_us() {  # now_us VAR (a name other than _now_t)
+    local _now_t=${EPOCHREALTIME:-}
+    if [[ -n $_now_t ]]; then
+        _now_t=${_now_t//[!0-9]/}
+        printf -v "$1" '%s' "$((10#$_now_t))"
+    else
+        printf -v "$1" '%s' "$((SECONDS * 1000000))"
+    fi
+}
+declare -A spent_us=() spent_n=()
+account() {  # account WHAT START_US
+    local t_now
+    now_us t_now
+    spent_us[$1]=$((${spent_us[$1]:-0} + t_now - $2))
+    spent_n[$1]=$((${spent_n[$1]:-0} + 1))
+}
+seconds_of() { printf '%d.%03d' $(($1 / 1000000)) $((($1 / 1000) % 1000)); }
+
+# ---------------------------------------------------------------------------------------
+# Notes said once (a refusal repeats at every repeat) and kept in the .meta.
+
+declare -A noted=()
+note_once() {
+    [[ -n ${noted[$1]:-} ]] && return 0
+    noted[$1]=1
+    echo "  $1"
+    echo "note=$1" >>"$meta_run"
+}
+
+# ---------------------------------------------------------------------------------------
 # The peers: one Python process for the whole run (importing torch costs seconds), fed
-# one request per point, so that its numbers are taken between the stages' at each point.
+# one request per point and spin, so that its numbers are taken between the stages'.
 
 peers_on=0 peers_failed=0 peers_pid="" to_peers="" from_peers=""
 peers_line=""
@@ -286,7 +603,7 @@ start_peers() {
     to_peers=${PEERS[1]}
     local first=""
     IFS= read -r -t "$PEERS_TIMEOUT" first <&"$from_peers" || true
-    echo "$first" >>"$log"
+    printf '%s\n' "$first" >&"$logfd"
     if [[ $first == "peers: ready: "* ]]; then
         peers_on=1
         peers_line=${first#peers: ready: }
@@ -296,13 +613,14 @@ start_peers() {
     fi
 }
 
-# ask_peers ARGS...: one request; its answer lines go to the log, the TFLOP/s to $peer_cells.
-# $peer_point names the point in the notes.
+# ask_peers ARGS...: one request; its answer lines go to the log, the TFLOP/s to
+# $peer_cells. $peer_point names the point in the notes.
 peer_cells="" peer_point=""
 ask_peers() {
     peer_cells=""
     ((peers_on)) || return 0
-    local line
+    local line rest
+    local -a w=()
     if ! { printf '%s\n' "$*" 1>&"$to_peers"; } 2>/dev/null; then
         echo "  peers: the peer process has gone: peers stop here (see $log)"
         peers_on=0 peers_failed=1
@@ -314,13 +632,33 @@ ask_peers() {
             peers_on=0 peers_failed=1
             return 0
         fi
-        echo "$line" >>"$log"
+        printf '%s\n' "$line" >&"$logfd"
+        rest=${line#"${line%%[! ]*}"}  # without the leading blanks, and runs of blanks as one
+        while [[ $rest == *"  "* ]]; do rest=${rest//  / }; done
         case $line in
             "peers: end") return 0 ;;
             "peers: error"* | "peers: bad request"*) echo "  $line"; peers_failed=1 ;;
-            *skipped:*) note_once "${peer_point:+$peer_point: }${line#"${line%%[! ]*}"}" ;;
-            *TFLOP/s*) peer_cells+=" $(awk '{ for (i = 2; i <= NF; ++i) if ($i == "TFLOP/s") { printf "%s%s %s", $1, $2 == "bwd" ? " bwd" : "", $(i - 1); exit } }' <<<"$line")" ;;
-            *"TB/s"*) peer_cells+=" $(awk '{ for (i = 2; i <= NF; ++i) if ($i == "TB/s") { printf "%s %s TB/s", $1, $(i - 1); exit } }' <<<"$line")" ;;
+            *"skipped (every point):"*) note_once "$rest" ;;
+            *skipped:*) note_once "${peer_point:+$peer_point: }$rest" ;;
+            *TFLOP/s*)
+                read -r -a w <<<"$line"
+                local i cell=${w[0]}
+                [[ ${w[1]:-} == bwd ]] && cell+=" bwd"
+                for ((i = 2; i < ${#w[@]}; ++i)); do
+                    if [[ ${w[i]} == TFLOP/s ]]; then cell+=" ${w[i - 1]}"; break; fi
+                done
+                peer_cells+=" $cell"
+                if [[ $line == *"(spin too short)"* ]]; then
+                    note_once "${peer_point:+$peer_point: }${w[0]}: the GPU went idle before the host had enqueued the call (${line##*enqueue in }): raise --spin-us"
+                fi
+                ;;
+            *"TB/s"*)
+                read -r -a w <<<"$line"
+                local j
+                for ((j = 2; j < ${#w[@]}; ++j)); do
+                    if [[ ${w[j]} == TB/s ]]; then peer_cells+=" ${w[0]} ${w[j - 1]} TB/s"; break; fi
+                done
+                ;;
         esac
     done
 }
@@ -336,85 +674,142 @@ stop_peers() {
 }
 
 # ---------------------------------------------------------------------------------------
-# Notes said once (a refusal repeats at every repeat) and kept in the .meta.
+# One stage runner at one point and spin. Sets stage_cell ("02_flash1 9.8" or "").
+# The program writes its rows to a file of its own; they are appended to the run's CSV
+# in the run's columns, the stage column marked ID@MARK where the runner or spin is
+# marked (an older build's header is mapped column by column).
 
-declare -A noted=()
-note_once() {
-    [[ -n ${noted[$1]:-} ]] && return 0
-    noted[$1]=1
-    echo "  $1"
-    echo "note=$1" >>"$meta_run"
-}
-
-# ---------------------------------------------------------------------------------------
-# One stage at one point. Sets stage_cell ("02_flash1 9.8" or "").
-
-declare -A stage_state=()  # id -> nogpu | failed-nogpu; id,point -> refused
+declare -A stage_state=()  # key -> nogpu | failed-nogpu; key,point -> refused
 no_gpu_reason="" failed=0
 stage_cell=""
-run_stage() {
-    local id=$1 point=$2
-    shift 2
-    stage_cell=""
-    [[ -z ${stage_state[$id]:-} && -z ${stage_state[$id,$point]:-} ]] || return 0
-    local stage_log rc
-    local -a bwd_flag=()
-    if [[ $direction != fwd && -n ${has_bwd[$id]:-} ]]; then bwd_flag=(--bwd); fi
-    stage_log=$logs/stage_$$.out
-    set +e
-    "$build/bin/stage_$id" "$@" --bench ${bwd_flag[@]+"${bwd_flag[@]}"} --csv "$csv_run" \
-        --iters "$iters" --warmup "$warmup" ${check_flag[@]+"${check_flag[@]}"} >"$stage_log" 2>&1
-    rc=$?
-    set -e
-    { echo "=== stage $id $*${bwd_flag[*]:+ ${bwd_flag[*]}} (exit $rc)"; cat "$stage_log"; } >>"$log"
-    case $rc in
-        0)  # "02_flash1 9.8", at bwd "02_flash1 bwd 8.6", at both "02_flash1 9.8 bwd 8.6"
-            stage_cell=$(awk -v id="$id" -v dir="$direction" '
-                /time fwd:/ { for (i = 1; i <= NF; ++i) if ($i == "TFLOP/s") f = $(i - 1) }
-                /time bwd:/ { for (i = 1; i <= NF; ++i) if ($i == "TFLOP/s") b = $(i - 1) }
-                END { printf "%s", id; if (dir != "bwd" || b == "") printf " %s", f
-                      if (b != "") printf " bwd %s", b; printf "\n" }' "$stage_log")
-            ;;
-        2)
-            stage_state[$id,$point]=refused
-            note_once "$id refused $point: $(grep -v '^[[:space:]]*$' "$stage_log" | tail -n 1)"
-            ;;
-        77)
-            stage_state[$id]=nogpu
-            no_gpu_reason=$(grep -m 1 'skipped:' "$stage_log" | sed 's/^[[:space:]]*//' || true)
-            echo "  ${no_gpu_reason:-$id: exit 77}"
-            ;;
-        *)
-            failed=1
-            if grep -q 'skipped:' "$stage_log"; then  # FX_REQUIRE_GPU=1: no GPU is a failure
-                stage_state[$id]="failed-nogpu"
-                no_gpu_reason=$(grep -m 1 'skipped:' "$stage_log" | sed 's/^[[:space:]]*//')
-                echo "  $id: $no_gpu_reason (FX_REQUIRE_GPU=${FX_REQUIRE_GPU:-}: a failure)"
-            else
-                echo "  $id FAILED at $point (exit $rc): $(grep -m 1 -iE 'fail|error' "$stage_log" || tail -n 1 "$stage_log")"
-            fi
-            ;;
-    esac
-    rm -f "$stage_log"
-}
-
 check_flag=()
 ((check)) && check_flag=(--check)
 
-fmt_time() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+append_rows() {  # append_rows MARK: $stage_csv's rows onto $csv_run
+    local mark=$1 first=1 line
+    [[ -s $stage_csv ]] || return 0
+    local file_header
+    IFS= read -r file_header <"$stage_csv" || true
+    if [[ $file_header != "$header" ]]; then
+        awk -F, -v OFS=, -v want="$header" -v mark="$mark" '
+            NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; n = split(want, w, ","); next }
+            { line = ""
+              for (i = 1; i <= n; ++i) {
+                  v = (w[i] in col) ? $(col[w[i]]) : ""
+                  if (w[i] == "stage" && mark != "") v = v "@" mark
+                  line = line (i > 1 ? "," : "") v }
+              print line }' "$stage_csv" >>"$csv_run"
+        return 0
+    fi
+    {
+        while IFS= read -r line; do
+            if ((first)); then first=0; continue; fi
+            if [[ -n $mark ]]; then
+                printf '%s@%s,%s\n' "${line%%,*}" "$mark" "${line#*,}"
+            else
+                printf '%s\n' "$line"
+            fi
+        done <"$stage_csv"
+    } >>"$csv_run"
+}
+
+run_stage() {  # run_stage KEY SPIN POINT ARGS...
+    local key=$1 sp=$2 point=$3
+    shift 3
+    stage_cell=""
+    [[ -z ${stage_state[$key]:-} && -z ${stage_state[$key,$point]:-} ]] || return 0
+    local mark=${runner_mark[$key]} smark rc line f="" b="" t0
+    spin_mark smark "$sp"
+    if [[ -n $smark ]]; then
+        if [[ -z ${has_spin[$key]:-} ]]; then return 0; fi  # noted once at the start
+        mark=${mark:+$mark-}$smark
+    fi
+    local -a flags=(--bench)
+    if [[ $direction != fwd && -n ${has_bwd[$key]:-} ]]; then flags+=(--bwd); fi
+    if [[ -n ${has_spin[$key]:-} ]]; then flags+=(--spin-us "$sp"); fi
+    : >"$stage_csv"  # empty: the program writes its header, then its rows
+    now_us t0
+    set +e
+    "${runner_bin[$key]}" "$@" "${flags[@]}" --csv "$stage_csv" --iters "$iters" \
+        --warmup "$warmup" ${check_flag[@]+"${check_flag[@]}"} >"$stage_out" 2>&1
+    rc=$?
+    set -e
+    account stage "$t0"
+    local -a out_lines=()
+    mapfile -t out_lines <"$stage_out"
+    printf '%s\n' "=== stage $key $* ${flags[*]} (exit $rc)" ${out_lines[@]+"${out_lines[@]}"} >&"$logfd"
+    case $rc in
+        0)
+            append_rows "$mark"
+            # "02_flash1 9.8", at bwd "02_flash1 bwd 8.6", at both "02_flash1 9.8 bwd 8.6"
+            for line in ${out_lines[@]+"${out_lines[@]}"}; do
+                if [[ $line =~ time\ (fwd|bwd):.*[[:space:]]([0-9.]+)\ TFLOP/s ]]; then
+                    if [[ ${BASH_REMATCH[1]} == fwd ]]; then f=${BASH_REMATCH[2]}; else b=${BASH_REMATCH[2]}; fi
+                fi
+            done
+            stage_cell="${runner_id[$key]}${mark:+@$mark}"
+            if [[ $direction != bwd || -z $b ]]; then stage_cell+=" ${f:-?}"; fi
+            [[ -z $b ]] || stage_cell+=" bwd $b"
+            ;;
+        2)
+            stage_state[$key,$point]=refused
+            local last=""
+            for line in ${out_lines[@]+"${out_lines[@]}"}; do
+                [[ $line =~ [^[:space:]] ]] && last=$line
+            done
+            note_once "$key refused $point: $last"
+            ;;
+        77)
+            stage_state[$key]=nogpu
+            no_gpu_reason=""
+            for line in ${out_lines[@]+"${out_lines[@]}"}; do
+                if [[ $line == *skipped:* ]]; then no_gpu_reason=${line#"${line%%[! ]*}"}; break; fi
+            done
+            echo "  ${no_gpu_reason:-$key: exit 77}"
+            ;;
+        *)
+            failed=1
+            local skip="" err=""
+            for line in ${out_lines[@]+"${out_lines[@]}"}; do
+                [[ -z $skip && $line == *skipped:* ]] && skip=${line#"${line%%[! ]*}"}
+                [[ -z $err && ${line,,} =~ fail|error ]] && err=$line
+            done
+            if [[ -n $skip ]]; then  # FX_REQUIRE_GPU=1: no GPU is a failure
+                stage_state[$key]="failed-nogpu"
+                no_gpu_reason=$skip
+                echo "  $key: $no_gpu_reason (FX_REQUIRE_GPU=${FX_REQUIRE_GPU:-}: a failure)"
+            else
+                if [[ -z $err ]]; then
+                    err="no output"
+                    ((${#out_lines[@]} == 0)) || err=${out_lines[${#out_lines[@]} - 1]}
+                fi
+                echo "  $key FAILED at $point (exit $rc): $err"
+            fi
+            ;;
+    esac
+}
 
 # ---------------------------------------------------------------------------------------
 # The end, also on an interrupt (Ctrl-C, or `timeout` sending TERM): the rows so far go
 # to the CSV under plots/data, with a note in the .meta that the run was cut short.
 
 finish() {
-    local interrupted=$1
+    local interrupted=$1 el t_end key
     trap - INT TERM
     if ((interrupted)); then stop_peers kill; else stop_peers; fi
-    el=$(($(date +%s) - t0))
+    el=$((SECONDS - t0))
     ((interrupted)) && echo "note=interrupted after $el s at point $i of $total: the CSV holds the rows measured until then" >>"$meta_run"
-    echo "finished_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$meta_run"
-    echo "elapsed_s=$el" >>"$meta_run"
+    now_us t_end
+    local all_us=$((t_end - t0_us)) st=${spent_us[stage]:-0} pe=${spent_us[peers]:-0}
+    {
+        echo "finished_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "elapsed_s=$el"
+        echo "time_stage_programs_s=$(seconds_of "$st") (${spent_n[stage]:-0} runs, $(seconds_of $((st / ${spent_n[stage]:-1}))) s each)"
+        echo "time_peers_s=$(seconds_of "$pe") (${spent_n[peers]:-0} requests, $(seconds_of $((pe / ${spent_n[peers]:-1}))) s each; their start: $(seconds_of "${spent_us[peers_start]:-0}") s)"
+        echo "time_sweep_itself_s=$(seconds_of $((all_us - st - pe - ${spent_us[peers_start]:-0})))"
+    } >>"$meta_run"
+    exec {logfd}>&-
+    rm -f "$stage_out" "$stage_csv"
 
     # The CSV under plots/data.
     rows=$(($(wc -l <"$csv_run") - 1))
@@ -423,12 +818,13 @@ finish() {
         echo "No rows: no CSV written (log: $log)."
         rm -f "$csv_run"
     else
-        # Rows whose field count differs from the header: a build older than common/fx_main.h.
+        # Rows whose field count differs from the header.
         bad=$(awk -F, 'NR == 1 { n = NF; next } NF != n { c++ } END { print c + 0 }' "$csv_run")
         ((bad == 0)) || echo "WARNING: $bad rows do not have the header's columns: rebuild ($build) and run again"
-        # The commit the stage rows recorded (configure time) fills the peers' "unknown".
+        # The commit this build's stage rows recorded (configure time) fills the peers'
+        # "unknown"; marked rows (a baseline's) keep theirs.
         built=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-                         $c["check"] != "peer" && !($c["commit"] in s) { s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
+                         $c["check"] != "peer" && $c["stage"] !~ /@/ && !($c["commit"] in s) { s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
                          END { print l }' "$csv_run")
         if [[ -n $built && $built != *" "* && $commit == unknown ]]; then
             awk -F, -v OFS=, -v cm="$built" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; print; next }
@@ -439,18 +835,36 @@ finish() {
             echo "note: the stage programs were built at commit $built, the tree is at $commit"
             echo "note=stage programs built at commit $built; tree at $commit" >>"$meta_run"
         fi
+        for spec in ${baselines[@]+"${baselines[@]}"}; do
+            btag=base
+            [[ $spec == *:* ]] && btag=${spec##*:}
+            bc=$(awk -F, -v t="@$btag" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+                  substr($c["stage"], length($c["stage"]) - length(t) + 1) == t && !($c["commit"] in s) { s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
+                  END { print l }' "$csv_run")
+            [[ -z $bc ]] || echo "baseline_commit=$btag: $bc" >>"$meta_run"
+        done
         if [[ -z $out ]]; then
             device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next } { print $c; exit }' "$csv_run")
             slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
-            out=plots/data/fa3_${tag}_${run_date}_${slug:-unknown}.csv
-            [[ ! -e $out ]] || out=plots/data/fa3_${tag}_${run_id}_${slug:-unknown}.csv
+            psuf=""
+            [[ -z $part ]] || psuf=_part${part_k}of${part_n}
+            out=plots/data/fa3_${tag}_${run_date}_${slug:-unknown}${psuf}.csv
+            [[ ! -e $out ]] || out=plots/data/fa3_${tag}_${run_id}_${slug:-unknown}${psuf}.csv
         fi
         mkdir -p "$(dirname "$out")"
         cp "$csv_run" "$out"
         cp "$meta_run" "${out%.csv}.meta"
+        local el_text
+        fmt_time el_text "$el"
         echo
-        echo "$rows rows: $out (sidecar ${out%.csv}.meta; log $log), $(fmt_time "$el") elapsed"
-        echo "next: bench/bounds.sh $out; bench/plot.sh $out; scripts/gen_readme_results.sh $out"
+        echo "$rows rows: $out (sidecar ${out%.csv}.meta; log $log), $el_text elapsed (estimated $est_text)"
+        if [[ -n $part ]]; then
+            echo "next: the other parts, then bench/join_sweeps.sh JOINED.csv PART1.csv ... PART$part_n.csv"
+        else
+            echo "next: bench/bounds.sh $out; bench/plot.sh $out; scripts/gen_readme_results.sh $out"
+            ((${#base_keys[@]} == 0)) || echo "      bench/compare.sh $out TAG (the baseline's tag)"
+        fi
+        ((${#spins[@]} == 1)) || echo "      bench/compare.sh $out spin<N> (what each other spin changes)"
     fi
 
     if ((peers_failed)); then failed=1; fi
@@ -468,99 +882,104 @@ finish() {
 # ---------------------------------------------------------------------------------------
 # The sweep.
 
-points=()
-for d in "${hd_list[@]}"; do
-    for c in "${causals[@]}"; do
-        for s in "${seqlen_list[@]}"; do
-            points+=("$d $c $s")
-        done
-    done
-done
-total=$((${#points[@]} * repeats))
-max_seqlen=0
-for s in "${seqlen_list[@]}"; do ((s > max_seqlen)) && max_seqlen=$s; done
-
-case $direction in
-    fwd) what="FA3 forward sweep" ;;
-    bwd) what="FA3 backward sweep" ;;
-    both) what="FA3 forward and backward sweep" ;;
-esac
-echo "$what: ${#points[@]} points x $repeats repeats; stages: ${run_ids[*]:-none}; $dtype;" \
-    "--iters $iters --warmup $warmup${check_flag[*]:+ --check}"
-for id in ${no_bwd_ids[@]+"${no_bwd_ids[@]}"}; do
+for key in ${no_bwd_keys[@]+"${no_bwd_keys[@]}"}; do
     if [[ $direction == bwd ]]; then
-        note_once "$id has no backward (its --help: backward: no): not run at bwd"
+        note_once "$key has no backward (its --help: backward: no): not run at bwd"
     else
-        note_once "$id has no backward (its --help: backward: no): its forward only"
+        note_once "$key has no backward (its --help: backward: no): its forward only"
     fi
 done
-for id in ${run_ids[@]+"${run_ids[@]}"}; do
-    if ((!all_points)) && [[ -n $(slow_reason "$id") ]] && ((max_seqlen >= slow_from)); then
+for key in ${no_spin_keys[@]+"${no_spin_keys[@]}"}; do
+    note_once "$key: its --help has no --spin-us (built before it): timed without the spin, launch latency may be inside its interval${spin_compare:+; not run at the other spins}"
+done
+for n in ${base_notes[@]+"${base_notes[@]}"}; do note_once "$n"; done
+declare -A slow_said=()
+for key in ${run_keys[@]+"${run_keys[@]}"}; do
+    id=${runner_id[$key]}
+    if ((!all_points)) && [[ -n ${is_slow_id[$id]:-} && -z ${slow_said[$id]:-} ]] && ((max_seqlen >= slow_from)); then
+        slow_said[$id]=1
         note_once "$id not run at seqlen >= $slow_from ($(slow_reason "$id"); --all-points runs it)"
     fi
 done
+now_us t0_us
+t0=$SECONDS
+i=0
+now_us tp
 start_peers
+account peers_start "$tp"
 echo "peers: $peers_line"
 echo "peers=$peers_line" >>"$meta_run"
 echo "log: $log"
 
 peer_dir=()
 [[ $direction == fwd ]] || peer_dir=(--direction "$direction")
-t0=$(date +%s)
-i=0
 trap 'echo; echo "sweep.sh: interrupted"; finish 1' INT TERM
+n_entries=${#entries[@]}
 for ((r = 1; r <= repeats; ++r)); do
     if ((peers_on)); then
         meta_arg=()
         ((r == 1)) && meta_arg=(--meta "$meta_run")  # the peers' versions, once
         peer_point=""
-        ask_peers --gemm --iters "$iters" --warmup "$warmup" --csv "$csv_run" --commit "$commit" \
-            ${meta_arg[@]+"${meta_arg[@]}"}
-        echo "[repeat $r/$repeats, $(fmt_time $(($(date +%s) - t0)))] reference:${peer_cells:- none}"
+        now_us tp
+        ask_peers --gemm --iters "$iters" --warmup "$warmup" --spin-us "$spin" --csv "$csv_run" \
+            --commit "$commit" ${meta_arg[@]+"${meta_arg[@]}"}
+        account peers "$tp"
+        fmt_time el_text $((SECONDS - t0))
+        echo "[repeat $r/$repeats, $el_text] reference:${peer_cells:- none}"
     fi
-    # The runners of a point, rotated by the repeat so no runner is always first.
-    runners=(${run_ids[@]+"${run_ids[@]}"} peers)
-    n=${#runners[@]}
+    # The peers in this repeat's order: rotated by one each repeat.
+    np=${#peer_list[@]} backends=""
+    for ((k = 0; k < np; ++k)); do
+        backends+="${backends:+,}${peer_list[((k + r - 1) % np)]}"
+    done
     for p in "${points[@]}"; do
         read -r d c s <<<"$p"
         i=$((i + 1))
         b=$((16384 / s)) h=$((2048 / d))
-        label="hd $d $( ((c)) && echo causal || echo non-causal) seqlen $s"
+        if ((c)); then cname=causal; else cname=non-causal; fi
+        point="hd $d causal $c seqlen $s"
         args=(--batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d" --dtype "$dtype")
         ((c)) && args+=(--causal)
         cells=""
-        for ((k = 0; k < n; ++k)); do
-            who=${runners[((k + r - 1) % n)]}
-            if [[ $who == peers ]]; then
-                peer_point="hd $d causal $c seqlen $s"
+        # The runner entries of a point, rotated by the repeat so no runner is always first.
+        for ((k = 0; k < n_entries; ++k)); do
+            read -r kind sp key <<<"${entries[((k + r - 1) % n_entries)]}"
+            if [[ $kind == P ]]; then
+                peer_point=$point
+                spin_mark m "$sp"
+                now_us tp
                 ask_peers --batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d" --causal "$c" \
-                    --dtype "$dtype" --iters "$iters" --warmup "$warmup" --csv "$csv_run" --commit "$commit" \
-                    ${peer_dir[@]+"${peer_dir[@]}"}
+                    --dtype "$dtype" --iters "$iters" --warmup "$warmup" --spin-us "$sp" \
+                    --backends "$backends" --csv "$csv_run" --commit "$commit" \
+                    ${m:+--tag "$m"} ${peer_dir[@]+"${peer_dir[@]}"}
+                account peers "$tp"
                 cells+=$peer_cells
-            elif is_slow_point "$who" "$s"; then
+            elif is_slow_point "${runner_id[$key]}" "$s"; then
                 continue
             else
-                run_stage "$who" "hd $d causal $c seqlen $s" "${args[@]}"
+                run_stage "$key" "$sp" "$point" "${args[@]}"
                 [[ -n $stage_cell ]] && cells+=" $stage_cell"
             fi
         done
         # Every stage said "no GPU" at the first point: say it once, plainly.
-        if ((i == 1 && ${#run_ids[@]})); then
+        if ((i == 1 && ${#run_keys[@]})); then
             all_nogpu=1
-            for id in "${run_ids[@]}"; do
-                [[ ${stage_state[$id]:-} == *nogpu ]] || all_nogpu=0
+            for key in "${run_keys[@]}"; do
+                [[ ${stage_state[$key]:-} == *nogpu ]] || all_nogpu=0
             done
             if ((all_nogpu)); then
                 echo "no GPU: stages skipped (${no_gpu_reason#*skipped: })"
                 echo "note=no GPU: stages skipped (${no_gpu_reason#*skipped: })" >>"$meta_run"
             fi
         fi
-        el=$(($(date +%s) - t0))
-        echo "[point $i/$total, $(fmt_time "$el")] repeat $r/$repeats, $label (batch $b, heads $h):${cells:- nothing measured}"
+        fmt_time el_text $((SECONDS - t0))
+        echo "[point $i/$total, $el_text] repeat $r/$repeats, hd $d $cname seqlen $s (batch $b, heads $h):${cells:- nothing measured}"
     done
     if ((r == 1 && repeats > 1)); then
-        el=$(($(date +%s) - t0))
-        echo "repeat 1 took $(fmt_time "$el"); the sweep ends in about $(fmt_time $((el * (repeats - 1))))"
+        el=$((SECONDS - t0))
+        fmt_time el_text "$el"
+        fmt_time left_text $((el * (repeats - 1)))
+        echo "repeat 1 took $el_text; the sweep ends in about $left_text"
     fi
 done
 finish 0

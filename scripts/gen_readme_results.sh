@@ -3,6 +3,7 @@
 # (bench/sweep.sh), never by hand (STYLE.md).
 #
 #   scripts/gen_readme_results.sh SWEEP.csv [README.md] [--direction fwd|bwd|both]
+#                                 [--tagged] [--check]
 #
 # The forward table lies between `<!-- results:begin -->` and `<!-- results:end -->`,
 # the backward one between `<!-- results-bwd:begin -->` and `<!-- results-bwd:end -->`;
@@ -11,17 +12,24 @@
 # of the sidecar .meta), else every direction with rows in the CSV. So a backward
 # sweep's CSV (whose stages also wrote forward rows) leaves the forward table alone.
 # A README without the markers of a direction asked for is an error (exit 1), and
-# nothing is written.
+# nothing is written. --check writes nothing: it exits 1, with a diff, when the README
+# differs from what this would write (the docs check, scripts/check_doc_numbers.sh).
 #
 # Each table: above it the GPU, its SM count, the range of SM clocks the rows recorded,
-# the dates, the commits, the peers' versions (from the sidecar <csv minus .csv>.meta
-# that the sweep wrote) and the reference lines measured in the same run (torch.matmul,
-# copy bandwidth), and the command that regenerated it; then one row per (head_dim, causal,
-# seqlen) with, for each stage and peer, the median TFLOP/s over the repeats and the
-# spread between them (highest minus lowest repeat), and the best stage's share of the
-# tensor-core peak at its own SM clock (bench/bounds.sh). The backward table times the
-# backward alone (FLOPs 2.5 times the forward's) and adds a column: the fastest stage's
-# median over SDPA flash's (the FA2 backward) at that point. Needs no GPU.
+# the dates, the commits, the peers' versions (FA3's, with what its build lacks, PyTorch's
+# and cuDNN's, from the sidecar <csv minus .csv>.meta that the sweep wrote), how the
+# runners were timed (the spin, from the .meta; a sweep from before the spin says so),
+# the reference lines measured in the same run (torch.matmul, copy bandwidth), and the
+# command that regenerated it; then one row per (head_dim, causal, seqlen) with, for each
+# stage and peer, the median TFLOP/s over the repeats and the spread between them
+# (highest minus lowest repeat), in bold where the spread exceeds 3 % of the median, with
+# a † after the seqlen where any runner's does; the best stage's share of the
+# tensor-core peak at its own SM clock (bench/bounds.sh); where the CSV has FA3 rows, the
+# best stage's median over FA3's, and below the table a second one: each stage's median
+# over FA3's at every point (stage 08 / FA3 among them). The backward table times the
+# backward alone (FLOPs 2.5 times the forward's) and adds the best stage over SDPA
+# flash's (the FA2 backward). Marked rows (NAME@TAG: a baseline build's, another spin's)
+# are left out unless --tagged, which gives them columns of their own. Needs no GPU.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,11 +40,13 @@ die() {
     echo "gen_readme_results.sh: $*" >&2
     exit 2
 }
-csv="" readme="" direction="" dir_given=0
+csv="" readme="" direction="" dir_given=0 tagged=0 check=0
 while (($#)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
         --direction) direction=${2:?--direction needs fwd, bwd or both}; dir_given=1; shift ;;
+        --tagged) tagged=1 ;;
+        --check) check=1 ;;
         -*) die "unknown option '$1' (scripts/gen_readme_results.sh --help)" ;;
         *)
             if [[ -z $csv ]]; then csv=$1
@@ -54,7 +64,10 @@ case $direction in
     *) die "--direction must be fwd, bwd or both" ;;
 esac
 [[ -r $csv ]] || die "cannot read $csv"
-head -n 1 "$csv" | grep -q '^stage,direction,' || die "$csv has no sweep header (FX_CSV_HEADER)"
+[[ -r $readme ]] || die "cannot read $readme"
+first=$(head -n 1 "$csv")
+[[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
+    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns (FX_CSV_HEADER)"
 meta=${csv%.csv}.meta
 
 # The directions: --direction, the sweep's, or those with rows (bench/sweep_dirs.sh).
@@ -65,35 +78,57 @@ read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 marker() { [[ $1 == fwd ]] && echo results || echo results-bwd; }
 for dir in "${dirs[@]}"; do
     m=$(marker "$dir")
-    if ! grep -q "<!-- $m:begin -->" "$readme" || ! grep -q "<!-- $m:end -->" "$readme"; then
+    if ! grep "<!-- $m:begin -->" "$readme" >/dev/null || ! grep "<!-- $m:end -->" "$readme" >/dev/null; then
         echo "gen_readme_results.sh: $readme has no <!-- $m:begin/end --> markers" \
             "(the $([[ $dir == fwd ]] && echo forward || echo backward) table goes between" \
             "<!-- $m:begin --> and <!-- $m:end -->, each on a line of its own)" >&2
         exit 1
     fi
 done
-# The command that regenerates a table: the plain one, unless --direction was needed.
+# The command that regenerates a table: the plain one, unless an option was needed.
 regen_opt=""
 ((dir_given)) && regen_opt=" --direction $direction"
+((tagged)) && regen_opt+=" --tagged"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # Every row with its bounds (pct_tensor at the row's own clock).
-bench/bounds.sh "$csv" --csv "$tmp/bounds.csv" >/dev/null
+tagged_opt=()
+((tagged)) && tagged_opt=(--tagged)
+bench/bounds.sh "$csv" --csv "$tmp/bounds.csv" ${tagged_opt[@]+"${tagged_opt[@]}"} >/dev/null
 
-# The peers' versions, from the sidecar.
+# The peers' versions and the timing method, from the sidecar.
 meta_value() { [[ -r $meta ]] && sed -n "s/^$1=//p" "$meta" | head -n 1; }
 torch_v=$(meta_value torch || true)
 torch_cuda=$(meta_value torch_cuda || true)
 cudnn_v=$(meta_value cudnn || true)
 driver_v=$(meta_value driver || true)
+fa3_v=$(meta_value fa3 || true)
+fa3_api=$(meta_value fa3_api || true)
+fa3_version=$(meta_value fa3_version || true)
+fa3_lacks=$(meta_value fa3_lacks || true)
+spin_us=$(meta_value spin_us || true)
 if [[ -n $torch_v ]]; then
     versions="PyTorch $torch_v (CUDA $torch_cuda), cuDNN ${cudnn_v%% (*}${driver_v:+, driver $driver_v}"
-elif [[ -r $meta ]] && grep -q '^peers=' "$meta"; then
+    if [[ -n $fa3_api ]]; then
+        versions="FlashAttention-3 \`$fa3_api\` $fa3_version${fa3_lacks:+ (its build lacks: $fa3_lacks)}, $versions"
+    elif [[ $fa3_v == skipped:* ]]; then
+        versions+="; FA3 ${fa3_v}"
+    fi
+elif [[ -r $meta ]] && grep '^peers=' "$meta" >/dev/null; then
     versions="none: $(meta_value peers)"
 else
     versions="not recorded (no $meta beside the CSV)"
+fi
+if [[ -n $spin_us ]]; then
+    if ((spin_us > 0)); then
+        timing="Every runner, stage and peer, timed each call after an L2 flush with the GPU kept busy for ${spin_us} µs (\`--spin-us ${spin_us}\`) while the host enqueued it, so no launch latency is in the times ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
+    else
+        timing="Timed without the spin (\`--spin-us 0\`): a Python peer's launch latency can be inside its times ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
+    fi
+else
+    timing="Measured before the sweep kept the GPU busy while the host enqueued each call: the Python peers' launch latency can be inside their times, most at the short points ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
 fi
 slow_note="" bwd_note=""
 if [[ -r $meta ]]; then
@@ -104,7 +139,7 @@ fi
 # One table: table DIR FILE.
 table() {
 awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" -v dir="$1" \
-    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" "$(<bench/awk_median.awk)"'
+    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" -v timing="$timing" "$(<bench/awk_median.awk)"'
 function spread(list,    n, v, i, lo, hi) {
     n = split(list, v, " "); lo = hi = v[1] + 0
     for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
@@ -112,28 +147,37 @@ function spread(list,    n, v, i, lo, hi) {
 }
 function count(list,    v) { return split(list, v, " ") }
 function num(x) { return x >= 100 ? sprintf("%.0f", x) : sprintf("%.1f", x) }
-function rank(s) {
-    if (s == "sdpa_flash") return "1 1"; if (s == "sdpa_cudnn") return "1 2"
-    if (s == "sdpa_efficient") return "1 3"; return (s ~ /^[0-9]/ ? "0 " : "2 ") s
+function rank(s,    base) {
+    base = s; sub(/@.*/, "", base)
+    if (base == "fa3") return "1 0 " s; if (base == "sdpa_flash") return "1 1 " s
+    if (base == "sdpa_cudnn") return "1 2 " s; if (base == "sdpa_efficient") return "1 3 " s
+    return (s ~ /^[0-9]/ ? "0 " : "2 ") s
 }
-function pretty(s) {
-    if (s == "sdpa_flash") return "SDPA flash (FA2)"; if (s == "sdpa_cudnn") return "SDPA cuDNN"
-    if (s == "sdpa_efficient") return "SDPA mem-efficient"; return "`" s "`"
+function pretty(s,    base, mark) {
+    base = s; mark = ""
+    if (index(s, "@")) { base = substr(s, 1, index(s, "@") - 1); mark = " @" substr(s, index(s, "@") + 1) }
+    if (base == "fa3") return "FA3" mark; if (base == "sdpa_flash") return "SDPA flash (FA2)" mark
+    if (base == "sdpa_cudnn") return "SDPA cuDNN" mark
+    if (base == "sdpa_efficient") return "SDPA mem-efficient" mark; return "`" s "`"
 }
 function sortnum(a, n,    i, j, t) {
     for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 }
+# A spread above 3 % of the median (two repeats or more).
+function wide(s, p) { return count(v[s, p]) > 1 && spread(v[s, p]) > 0.03 * median(v[s, p]) }
+function is_stage(s) { return s ~ /^[0-9]/ && !index(s, "@") }
 NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
 {
     s = $c["stage"]; m = $c["sm_clock_mhz"] + 0
     if (m > 0) { if (lo_c == "" || m < lo_c) lo_c = m; if (m > hi_c) hi_c = m }
     dev = $c["device"]; sms = $c["sm_count"]; dt = $c["dtype"]
     day = substr($c["date"], 1, 10); if (first == "" || day < first) first = day; if (day > last) last = day
-    if ($c["check"] != "peer" && !($c["commit"] in cm)) { cm[$c["commit"]] = 1; commits = commits (commits == "" ? "" : ", ") "`" $c["commit"] "`" }
+    if ($c["check"] != "peer" && !index(s, "@") && !($c["commit"] in cm)) { cm[$c["commit"]] = 1; commits = commits (commits == "" ? "" : ", ") "`" $c["commit"] "`" }
     if ($c["check"] == "peer" && !($c["commit"] in pcm)) { pcm[$c["commit"]] = 1; pcommits = pcommits (pcommits == "" ? "" : ", ") "`" $c["commit"] "`" }
+    if ($c["check"] != "peer" && index(s, "@") && !(($c["commit"], s) in tcm)) { tcm[$c["commit"], s] = 1; if (!($c["commit"] in tcs)) { tcs[$c["commit"]] = 1; tcommits = tcommits (tcommits == "" ? "" : ", ") "`" $c["commit"] "`" } }
     if ($c["direction"] == "ref") { ref[s] = ref[s] " " $c["tflops"]; next }
     if ($c["direction"] != dir) next
-    if (!(s in ss)) { ss[s] = 1; names[++ns] = s; key[ns] = rank(s) " " s }
+    if (!(s in ss)) { ss[s] = 1; names[++ns] = s; key[ns] = rank(s) }
     p = $c["head_dim"] SUBSEP $c["causal"] SUBSEP $c["seqlen_q"]
     if (!(p in ps)) { ps[p] = 1; hds[$c["head_dim"]] = 1; lens[$c["seqlen_q"]] = 1; cs[$c["causal"]] = 1 }
     v[s, p] = v[s, p] " " $c["tflops"]
@@ -141,13 +185,15 @@ NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
     if (count(v[s, p]) > nrep) nrep = count(v[s, p])
 }
 END {
-    # Series order: the stages, then the peers.
+    # Series order: the stages, then the peers (FA3 first).
     for (i = 2; i <= ns; ++i) for (j = i; j > 1 && key[j - 1] > key[j]; --j) {
         t = key[j]; key[j] = key[j - 1]; key[j - 1] = t; t = names[j]; names[j] = names[j - 1]; names[j - 1] = t }
     nh = 0; for (h in hds) hd[++nh] = h; sortnum(hd, nh)
     nl = 0; for (l in lens) ln[++nl] = l; sortnum(ln, nl)
     clk = hi_c == 0 ? "SM clock not recorded" : (lo_c == hi_c ? sprintf("SM clock %d MHz", hi_c) : sprintf("SM clock %d–%d MHz", lo_c, hi_c))
     bwd = dir == "bwd"
+    fa3 = ("fa3" in ss)
+    n_st = 0; for (i = 1; i <= ns; ++i) if (is_stage(names[i])) st[++n_st] = names[i]
     printf "<!-- generated by scripts/gen_readme_results.sh %s%s: edit the CSV, not this table -->\n", csv, regen_opt
     if (bwd) {
         printf "The FlashAttention-3 paper'"'"'s setup for the backward (%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
@@ -157,6 +203,7 @@ END {
     printf "measured on one **%s** (%s SMs; %s during the timed calls, where the paper fixed 1830 MHz), ", dev, sms, clk
     printf "%s%s", first, last != first ? " to " last : ""
     if (commits != "") printf ", stages built at commit %s", commits
+    if (tcommits != "") printf " (marked stages: %s)", tcommits
     if (pcommits != "" && pcommits != commits) printf ", peers timed from the tree at %s", pcommits
     printf ". "
     printf "Peers in the same run: %s.", versions
@@ -165,54 +212,79 @@ END {
         if ("torch_matmul" in ref) printf " bf16 `torch.matmul` 8192³ %s TFLOP/s%s", num(median(ref["torch_matmul"])), ("copy_bw" in ref) ? ";" : "."
         if ("copy_bw" in ref) printf " device-to-device copy %.2f TB/s (read + written).", median(ref["copy_bw"])
     }
-    printf "\n\n"
+    printf " %s\n\n", timing
     if (bwd) printf "TFLOP/s by the FA3 convention for the backward (2.5·4·batch·heads·head_dim·unmasked pairs over the time: five GEMMs to the forward'"'"'s two). "
     else printf "TFLOP/s by the FA3 convention (4·batch·heads·head_dim·unmasked pairs over the time). "
     if (nrep > 1) {
         printf "Each cell: the median over %d repeats of each repeat'"'"'s median timed call, ", nrep
         printf "and in brackets the spread between repeats (highest − lowest); "
         printf "the sweep interleaves the runners at every point, so a difference larger than both spreads is a measured one. "
+        printf "**Bold**: a spread above 3 %% of its median; † after the seqlen: a point where some runner'"'"'s spread is above 3 %%. "
     } else {
         printf "Each cell: one repeat'"'"'s median timed call. One repeat has no spread: a claim that one runner beats another needs three (`bench/sweep.sh --repeats 3`). "
     }
     printf "— : not measured (not run, refused by the stage'"'"'s capabilities, or declined by the peer'"'"'s backend; the CSV'"'"'s .meta says which)"
     if (slow_note != "") printf "; %s", slow_note
     if (bwd && bwd_note != "") printf "; %s", bwd_note
-    if (bwd) {
-        ratio = ("sdpa_flash" in ss)
-        printf ". The last column%s: the fastest stage and its share of the dense bf16 tensor-core peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too)", ratio ? "s" : ""
-        if (ratio) printf ", and its median over SDPA flash'"'"'s (the FA2 backward) at that point"
-        printf ". "
-    } else
-    printf ". The last column: the fastest stage and its share of the dense bf16 tensor-core peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too). "
-    printf "Figures: `bench/plot.sh %s`. Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, csv, regen_opt
+    ratio = bwd && ("sdpa_flash" in ss)
+    printf ". The last column%s: the fastest stage and its share of the dense bf16 tensor-core peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too)", (ratio || fa3) ? "s" : ""
+    if (fa3) printf ", its median over FA3'"'"'s%s", ratio ? "" : " at that point"
+    if (ratio) printf "%s its median over SDPA flash'"'"'s (the FA2 backward) at that point", fa3 ? " and" : ", and"
+    printf ". "
+    printf "Figures: `bench/plot.sh --readme %s`. Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, csv, regen_opt
     printf "| head_dim | causal | seqlen |"
     for (i = 1; i <= ns; ++i) printf " %s |", pretty(names[i])
     printf " fastest stage, %% of tensor-core peak |"
+    if (fa3) printf " fastest stage ÷ FA3 |"
     if (ratio) printf " fastest stage ÷ SDPA flash |"
     printf "\n|---|---|---|"
     for (i = 1; i <= ns; ++i) printf "---|"
-    printf "---|%s\n", ratio ? "---|" : ""
+    printf "---|%s%s\n", fa3 ? "---|" : "", ratio ? "---|" : ""
     for (a = 1; a <= nh; ++a) for (cz = 0; cz <= 1; ++cz) for (b = 1; b <= nl; ++b) {
         p = hd[a] SUBSEP cz SUBSEP ln[b]
         if (!(p in ps)) continue
         n = ln[b]
-        printf "| %s | %s | %s |", hd[a], cz ? "yes" : "no", n % 1024 == 0 ? (n / 1024) "k" : n
+        any_wide = 0
+        for (i = 1; i <= ns; ++i) if (((names[i], p) in v) && wide(names[i], p)) any_wide = 1
+        printf "| %s | %s | %s%s |", hd[a], cz ? "yes" : "no", n % 1024 == 0 ? (n / 1024) "k" : n, any_wide ? " †" : ""
         best = ""; best_v = -1
         for (i = 1; i <= ns; ++i) {
             s = names[i]
             if (!((s, p) in v)) { printf " — |"; continue }
             med = median(v[s, p])
-            if (count(v[s, p]) > 1) printf " %s (%s) |", num(med), num(spread(v[s, p]))
-            else printf " %s |", num(med)
-            if (s ~ /^[0-9]/ && med > best_v) { best_v = med; best = s }
+            cell = count(v[s, p]) > 1 ? sprintf("%s (%s)", num(med), num(spread(v[s, p]))) : num(med)
+            printf " %s |", wide(s, p) ? "**" cell "**" : cell
+            if (is_stage(s) && med > best_v) { best_v = med; best = s }
         }
         if (best == "") printf " — |"
         else if ((best, p) in pt) printf " %s: %.1f %% |", best, median(pt[best, p])
         else printf " %s: ? (no clock or unknown GPU) |", best
+        if (fa3) {
+            if (best == "" || !(("fa3", p) in v)) printf " — |"
+            else printf " %.2f%s |", best_v / median(v["fa3", p]), (wide(best, p) || wide("fa3", p)) ? " †" : ""
+        }
         if (ratio) {
             if (best == "" || !(("sdpa_flash", p) in v)) printf " — |"
             else printf " %.2f |", best_v / median(v["sdpa_flash", p])
+        }
+        printf "\n"
+    }
+    if (!fa3 || n_st == 0) exit
+    printf "\nEach stage'"'"'s median over FA3'"'"'s at the same point (above 1: faster than FA3; † where the stage'"'"'s or FA3'"'"'s spread exceeds 3 %% of its median, so the ratio is less certain than its digits):\n\n"
+    printf "| head_dim | causal | seqlen |"
+    for (i = 1; i <= n_st; ++i) printf " `%s` ÷ FA3 |", st[i]
+    printf "\n|---|---|---|"
+    for (i = 1; i <= n_st; ++i) printf "---|"
+    printf "\n"
+    for (a = 1; a <= nh; ++a) for (cz = 0; cz <= 1; ++cz) for (b = 1; b <= nl; ++b) {
+        p = hd[a] SUBSEP cz SUBSEP ln[b]
+        if (!(p in ps)) continue
+        n = ln[b]
+        printf "| %s | %s | %s |", hd[a], cz ? "yes" : "no", n % 1024 == 0 ? (n / 1024) "k" : n
+        for (i = 1; i <= n_st; ++i) {
+            s = st[i]
+            if (!((s, p) in v) || !(("fa3", p) in v)) { printf " — |"; continue }
+            printf " %.2f%s |", median(v[s, p]) / median(v["fa3", p]), (wide(s, p) || wide("fa3", p)) ? " †" : ""
         }
         printf "\n"
     }
@@ -236,6 +308,10 @@ what="results table"
 [[ ${dirs[*]} == bwd ]] && what="backward results table"
 if cmp -s "$tmp/readme" "$readme"; then
     echo "$readme: $what up to date"
+elif ((check)); then
+    echo "$readme: $what NOT what $csv gives (scripts/gen_readme_results.sh $csv$regen_opt rewrites it):"
+    diff "$readme" "$tmp/readme" | head -n 40 || true
+    exit 1
 else
     cp "$tmp/readme" "$readme"
     echo "$readme: $what rewritten from $csv"

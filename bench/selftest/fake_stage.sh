@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# fake_stage.sh — a stand-in for a stage program (build/bin/stage_<id>) for
+# bench/selftest.sh: the flags bench/sweep.sh passes, a --help with the capabilities
+# lines it reads, a CSV row in FX_CSV_HEADER's columns and the "time fwd:" line. Its id
+# is FAKE_ID, else its file name's (stage_<id>). Environment, set in a wrapper per program:
+#   FAKE_BWD=1        capabilities say "backward: yes" and --bwd writes a bwd row
+#   FAKE_NO_SPIN=1    built before --spin-us: --help does not list it, and it refuses it
+#   FAKE_OLD_HEADER=1 writes an older CSV header (columns in another order, one missing)
+#   FAKE_REFUSE_HD=D  exits 2 at head_dim D (outside its capabilities)
+#   FAKE_RATE=T       TFLOP/s it reports (default 300)
+#   FAKE_NOGPU=1      exits 77 as without a GPU
+#   FAKE_COMMIT=C     the commit its rows record (default fake0000)
+set -euo pipefail
+id=${FAKE_ID:-${0##*/stage_}}
+header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,err_prev_max,prev_stage,check"
+old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,prev_stage,check"
+batch=1 seqlen=128 heads=1 hd=64 dtype=bf16 causal=0 bench=0 bwd=0 csv="" iters=10 spin=""
+while (($#)); do
+    case $1 in
+        --help)
+            echo "usage: stage_$id [options] (stand-in)"
+            [[ -n ${FAKE_NO_SPIN:-} ]] || echo "  --spin-us N  keep the GPU busy N us before each timed call (20)"
+            echo "capabilities:"
+            echo "  head_dim: 64 128 256"
+            echo "  backward: $([[ -n ${FAKE_BWD:-} ]] && echo yes || echo no)"
+            exit 0 ;;
+        --batch) batch=$2; shift ;;
+        --seqlen) seqlen=$2; shift ;;
+        --heads) heads=$2; shift ;;
+        --head-dim) hd=$2; shift ;;
+        --dtype) dtype=$2; shift ;;
+        --causal) causal=1 ;;
+        --bench) bench=1 ;;
+        --bwd) bwd=1 ;;
+        --check) ;;
+        --csv) csv=$2; shift ;;
+        --iters) iters=$2; shift ;;
+        --warmup) shift ;;
+        --spin-us)
+            if [[ -n ${FAKE_NO_SPIN:-} ]]; then echo "stage_$id: unknown option '--spin-us'" >&2; exit 2; fi
+            spin=$2; shift ;;
+        *) echo "stage_$id: unknown option '$1'" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [[ -n ${FAKE_NOGPU:-} ]]; then echo "stage $id: skipped: no CUDA device (stand-in)"; exit 77; fi
+if [[ -n ${FAKE_REFUSE_HD:-} && $hd == "$FAKE_REFUSE_HD" ]]; then
+    echo "stage $id: head_dim $hd is outside its capabilities (64, 128)" >&2
+    exit 2
+fi
+((bench)) || exit 0
+rate=${FAKE_RATE:-300}
+row() {  # row DIRECTION FACTOR
+    local flops ms
+    flops=$(awk -v b="$batch" -v h="$heads" -v d="$hd" -v s="$seqlen" -v c="$causal" -v f="$2" \
+        'BEGIN { p = c ? s * (s + 1) / 2 : s * s; printf "%.0f", f * 4 * b * h * d * p }')
+    ms=$(awk -v f="$flops" -v r="$rate" -v j="${RANDOM}" 'BEGIN { printf "%.5f", f / (r * 1e12) * 1e3 * (1 + j / 3276800) }')
+    local tf
+    tf=$(awk -v f="$flops" -v m="$ms" 'BEGIN { printf "%.2f", f / (m * 1e-3) / 1e12 }')
+    echo "  time $1: $ms ms (min $ms, max $ms, $iters repeats)  $(awk -v t="$tf" 'BEGIN { printf "%.1f", t }') TFLOP/s  SM 1980 MHz${spin:+ (spin $spin us)}"
+    [[ -n $csv ]] || return 0
+    if [[ ! -s $csv ]]; then
+        if [[ -n ${FAKE_OLD_HEADER:-} ]]; then echo "$old_header" >>"$csv"; else echo "$header" >>"$csv"; fi
+    fi
+    local commit=${FAKE_COMMIT:-fake0000}
+    if [[ -n ${FAKE_OLD_HEADER:-} ]]; then
+        echo "$1,$id,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,skipped" >>"$csv"
+    else
+        echo "$id,$1,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,,skipped" >>"$csv"
+    fi
+}
+echo "stage $id fwd${bwd:+}: batch $batch seqlen $seqlen heads $heads head_dim $hd (stand-in)"
+row fwd 1
+if ((bwd)) && [[ -n ${FAKE_BWD:-} ]]; then row bwd 2.5; fi
