@@ -20,7 +20,7 @@
 #include "fx_host.h"
 #include "fx_problem.h"
 #include "fx_reference.h"
-#include "flash2_model.h"
+#include "03_flash2/flash2_model.h"
 #include "fx_model_check.h"
 
 /* ---- helpers (shared with the other model suites: fx_model_check.h) ---------------- */
