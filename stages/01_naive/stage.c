@@ -1,8 +1,9 @@
 /*
- * stage.c — stage 01's descriptor: standard attention with S and P in HBM.
+ * stage.c — the descriptor of stage 01 (standard attention, S and P in HBM): what it can
+ * do, how to run it.
  *
- * The forward's kernels and launcher are in fwd.cu, the backward's in bwd.cu; this file
- * tells the harness what they can do (caps), how much device memory they need (the
+ * The forward's kernels and launcher are in fwd.cu, the backward's in bwd.cu. This file
+ * tells the harness the capabilities, how much device memory the kernels need (the
  * workspace holding S and P), and refuses a problem whose workspace does not fit on the
  * device.
  */
@@ -10,12 +11,14 @@
 
 #include "fx_stage.h"
 
-/* fwd.cu and bwd.cu (extern "C"). */
+/* fwd.cu and bwd.cu (extern "C"); each launcher returns the launch error
+ * (cudaGetLastError) itself. */
 size_t fx_fwd_workspace_bytes_01(const fx_problem *p);
 cudaError_t fx_fwd_01(const fx_fwd_args *a);
 size_t fx_bwd_workspace_bytes_01(const fx_problem *p);
 cudaError_t fx_bwd_01(const fx_bwd_args *a);
 
+/* The forward's S and P, or the backward's S, P (then dS), dP and D (traits.cuh). */
 static size_t workspace_bytes(const fx_problem *p, bool backward)
 {
     return backward ? fx_bwd_workspace_bytes_01(p) : fx_fwd_workspace_bytes_01(p);

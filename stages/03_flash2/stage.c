@@ -14,12 +14,13 @@
 #include "model.h"
 #include "fx_stage.h"
 
-/* fwd.cu and bwd.cu (extern "C"). */
-cudaError_t fx_fwd_03(const fx_fwd_args *a);
+/* fwd.cu and bwd.cu (extern "C"); each launcher returns the launch error
+ * (cudaGetLastError) itself. */
 size_t fx_fwd_smem_bytes_03(int head_dim);
-cudaError_t fx_bwd_03(const fx_bwd_args *a);
-size_t fx_bwd_smem_bytes_03(int head_dim);
+cudaError_t fx_fwd_03(const fx_fwd_args *a);
 size_t fx_bwd_workspace_bytes_03(const fx_problem *p);
+size_t fx_bwd_smem_bytes_03(int head_dim);
+cudaError_t fx_bwd_03(const fx_bwd_args *a);
 
 /* The forward needs no workspace; the backward an fp32 dQaccum and the padded fp32
  * LSE_log2 and D (bwd.cu). */
@@ -36,10 +37,10 @@ static size_t workspace_bytes(const fx_problem *p, bool backward)
  * no longer cancels: dQ and dK come out far from their near-zero exact values. 8 lies below
  * the scale at which the stage fails and below the one past which the check can no longer
  * tell its error from the standard-attention baseline's (the measurements and their
- * commands: docs/03_flash2.md, "A known limit remains"). It is not a promise for every
- * input (fp16 large logits still miss the bound at 8; the help's limits say so). The
- * default scale is 1/sqrt(head_dim); the real fix, an exact row max, is exercise 4 of
- * docs/03_flash2.md. */
+ * commands: docs/03_flash2.md, "Why the backward's limit is 8"). It is not a promise for
+ * every input (fp16 large logits still miss the bound at 8: "A known limit remains"
+ * there; the help's limits say so). The default scale is 1/sqrt(head_dim); the real fix,
+ * an exact row max, is exercise 4 of docs/03_flash2.md. */
 #define BWD_MAX_SCALE 8.0
 
 /* Refuses, naming the limit: a scale past the FFMA softmax's or the backward's limit, a

@@ -20,6 +20,10 @@
 // Stages linked into one program define the same names: internal linkage keeps them apart.
 namespace {
 
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration
+ * ------------------------------------------------------------------------------ */
+
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
 // One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
@@ -36,10 +40,20 @@ constexpr int kElemBytes = 2;  // bf16 and fp16
 constexpr int kSwizzleChunks = 8;
 constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
 
+constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
+// The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
+// "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80.
+constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
+
 constexpr int ceil_div(int a, int b)
 {
     return (a + b - 1) / b;
 }
+
+/* ---------------------------------------------------------------------------------
+ * Device helpers
+ * ------------------------------------------------------------------------------ */
 
 /* Byte offset of chunk `chunk` of row `row` in a swizzled tile. */
 template <class Cfg>
@@ -105,41 +119,6 @@ __device__ __forceinline__ int thread_index_uncached(void)
     return t;
 }
 
-/* The element strides of Q, K, V and O (dO takes O's, dQ Q's, dK K's, dV V's) from the
- * harness's layouts into a kernel's parameters: the forward's FwdParams and the backward's
- * BwdParams name them alike. Row strides narrow to int: every tensor is under 2^31
- * elements (fx_problem_validate). */
-template <class Params>
-void set_strides(Params &p, const fx_layout &q, const fx_layout &k, const fx_layout &v,
-                 const fx_layout &o)
-{
-    p.q_batch_stride = q.batch_stride;
-    p.q_row_stride = (int)q.row_stride;
-    p.q_head_stride = q.head_stride;
-    p.k_batch_stride = k.batch_stride;
-    p.k_row_stride = (int)k.row_stride;
-    p.k_head_stride = k.head_stride;
-    p.v_batch_stride = v.batch_stride;
-    p.v_row_stride = (int)v.row_stride;
-    p.v_head_stride = v.head_stride;
-    p.o_batch_stride = o.batch_stride;
-    p.o_row_stride = (int)o.row_stride;
-    p.o_head_stride = o.head_stride;
-}
-
-/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
-bool aligned_for_chunks(const void *ptr, const fx_layout *l)
-{
-    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
-           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
-}
-
-constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
-// The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
-// "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80.
-constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
-constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
-
 /*
  * Copies kRows rows of head_dim elements (row r at gmem + r·row_stride) into a swizzled
  * tile. Lane t of the CTA copies chunk t % kSmemChunks of rows t / kSmemChunks + k·(rows
@@ -175,6 +154,39 @@ __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gme
         const int src_offset = valid ? offset + pass * kRowsPerPass * row_stride : 0;
         fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset, valid);
     }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Host helpers
+ * ------------------------------------------------------------------------------ */
+
+/* The element strides of Q, K, V and O (dO takes O's, dQ Q's, dK K's, dV V's) from the
+ * harness's layouts into a kernel's parameters: the forward's FwdParams and the backward's
+ * BwdParams name them alike. Row strides narrow to int: every tensor is under 2^31
+ * elements (fx_problem_validate). */
+template <class Params>
+void set_strides(Params &p, const fx_layout &q, const fx_layout &k, const fx_layout &v,
+                 const fx_layout &o)
+{
+    p.q_batch_stride = q.batch_stride;
+    p.q_row_stride = (int)q.row_stride;
+    p.q_head_stride = q.head_stride;
+    p.k_batch_stride = k.batch_stride;
+    p.k_row_stride = (int)k.row_stride;
+    p.k_head_stride = k.head_stride;
+    p.v_batch_stride = v.batch_stride;
+    p.v_row_stride = (int)v.row_stride;
+    p.v_head_stride = v.head_stride;
+    p.o_batch_stride = o.batch_stride;
+    p.o_row_stride = (int)o.row_stride;
+    p.o_head_stride = o.head_stride;
+}
+
+/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
+bool aligned_for_chunks(const void *ptr, const fx_layout *l)
+{
+    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
+           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
 }
 
 }  // namespace
