@@ -14,8 +14,11 @@ function(fx_add_stage)
   list(TRANSFORM S_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
   add_library(${lib} STATIC ${S_SOURCES})
   target_link_libraries(${lib} PUBLIC fx_common)
-  # A stage's own headers (its CPU model) are visible to the unit tests that link it.
-  target_include_directories(${lib} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  # Every stage names its headers alike (model.h, traits.cuh), and every unit test links
+  # every stage: so a stage's folder is on its own sources' include path only, and a test
+  # names the header by folder, #include "02_flash1/model.h", through stages/.
+  target_include_directories(${lib} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
+                             PUBLIC ${PROJECT_SOURCE_DIR}/stages)
   target_compile_options(${lib} PRIVATE
     $<$<COMPILE_LANGUAGE:C>:${FX_C_WARNINGS}>
     $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)

@@ -1,24 +1,34 @@
 /*
- * stage.c — stage 01's descriptor: standard attention with S and P in HBM.
+ * stage.c — the descriptor of stage 01 (standard attention, S and P in HBM): what it can
+ * do, how to run it.
  *
- * The kernels and their launchers are in naive.cu; this file tells the harness what
- * they can do (caps), how much device memory they need (the workspace holding S and
- * P), and refuses a problem whose workspace does not fit on the device.
+ * The forward's kernels and launcher are in fwd.cu, the backward's in bwd.cu. This file
+ * tells the harness the capabilities, how much device memory the kernels need (the
+ * workspace holding S and P), and refuses a problem whose workspace does not fit on the
+ * device.
  */
 #include <stdio.h>
 
 #include "fx_stage.h"
 
-/* naive.cu (extern "C"). */
-size_t fx_naive_workspace_bytes(const fx_problem *p, bool backward);
-cudaError_t fx_naive_forward(const fx_fwd_args *a);
-cudaError_t fx_naive_backward(const fx_bwd_args *a);
+/* fwd.cu and bwd.cu (extern "C"); each launcher returns the launch error
+ * (cudaGetLastError) itself. */
+size_t fx_fwd_workspace_bytes_01(const fx_problem *p);
+cudaError_t fx_fwd_01(const fx_fwd_args *a);
+size_t fx_bwd_workspace_bytes_01(const fx_problem *p);
+cudaError_t fx_bwd_01(const fx_bwd_args *a);
+
+/* The forward's S and P, or the backward's S, P (then dS), dP and D (traits.cuh). */
+static size_t workspace_bytes(const fx_problem *p, bool backward)
+{
+    return backward ? fx_bwd_workspace_bytes_01(p) : fx_fwd_workspace_bytes_01(p);
+}
 
 /* S and P grow as seqlen_q·seqlen_k: refuse, naming the bytes, rather than fail in
  * cudaMalloc or run out of memory halfway. */
-static int naive_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
-    const size_t needed = fx_naive_workspace_bytes(p, backward);
+    const size_t needed = workspace_bytes(p, backward);
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
         /* No device to ask: opening the device reports that (exit 77) on its own. */
@@ -53,9 +63,9 @@ const fx_stage fx_stage_01_naive = {
             .limits = "S (fp32) and P (dtype) of every (batch, head) live in device memory: "
                       "refuses when they do not fit",
         },
-    .workspace_bytes = fx_naive_workspace_bytes,
-    .check_problem = naive_check_problem,
-    .forward = fx_naive_forward,
-    .backward = fx_naive_backward,
+    .workspace_bytes = workspace_bytes,
+    .check_problem = check_problem,
+    .forward = fx_fwd_01,
+    .backward = fx_bwd_01,
     .cpu_model = NULL,
 };

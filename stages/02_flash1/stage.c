@@ -1,18 +1,28 @@
 /*
  * stage.c — the descriptor of stage 02 (FlashAttention-1): what it can do, how to run it.
+ *
+ * The forward's kernels and launcher are in fwd.cu, the backward's in bwd.cu, the CPU
+ * model in model.c.
  */
 #include <cuda_runtime_api.h>
 
-#include "flash1_model.h"
+#include "model.h"
 #include "fx_stage.h"
 
-/* Launchers and workspace size, defined in flash1.cu (extern "C"); each launcher
- * returns the launch error (cudaGetLastError) itself. */
-size_t fx_flash1_workspace_bytes(const fx_problem *p, bool backward);
+/* fwd.cu and bwd.cu (extern "C"); each launcher returns the launch error
+ * (cudaGetLastError) itself. */
+size_t fx_fwd_workspace_bytes_02(const fx_problem *p);
 /* Forward: the main kernel (Algorithm 1) and the epilogue (O to the dtype, LSE). */
-cudaError_t fx_flash1_forward(const fx_fwd_args *a);
+cudaError_t fx_fwd_02(const fx_fwd_args *a);
+size_t fx_bwd_workspace_bytes_02(const fx_problem *p);
 /* Backward: the main kernel (Algorithm 4) and the dQ conversion. */
-cudaError_t fx_flash1_backward(const fx_bwd_args *a);
+cudaError_t fx_bwd_02(const fx_bwd_args *a);
+
+/* The forward's fp32 O, m and ℓ, or the backward's fp32 dQ. */
+static size_t workspace_bytes(const fx_problem *p, bool backward)
+{
+    return backward ? fx_bwd_workspace_bytes_02(p) : fx_fwd_workspace_bytes_02(p);
+}
 
 const fx_stage fx_stage_02_flash1 = {
     .id = "02_flash1",
@@ -34,9 +44,9 @@ const fx_stage fx_stage_02_flash1 = {
                       "leaves SMs idle; 96 KiB shared memory per block; tensors 16-byte aligned "
                       "with strides in multiples of 8 elements",
         },
-    .workspace_bytes = fx_flash1_workspace_bytes,
+    .workspace_bytes = workspace_bytes,
     .check_problem = NULL,
-    .forward = fx_flash1_forward,
-    .backward = fx_flash1_backward,
-    .cpu_model = &fx_flash1_cpu_model,
+    .forward = fx_fwd_02,
+    .backward = fx_bwd_02,
+    .cpu_model = &fx_cpu_model_02,
 };

@@ -1,31 +1,32 @@
 /*
  * stage.c — the descriptor of stage 03 (FlashAttention-2): what it can do, how to run it.
  *
- * The forward's kernels and launcher are in flash2_fwd.cu, the backward's in flash2_bwd.cu,
- * the CPU model in flash2_model.c. This file tells the harness the capabilities and
- * refuses, naming the limit, a problem the launch itself could not run (a grid dimension
- * past the hardware's, or a tile that needs more shared memory per block than this GPU
- * has) and a backward whose softmax_scale is past FLASH2_BWD_MAX_SCALE.
+ * The forward's kernels and launcher are in fwd.cu, the backward's in bwd.cu, the CPU
+ * model in model.c. This file tells the harness the capabilities and refuses, naming the
+ * limit, a problem the launch itself could not run (a grid dimension past the hardware's,
+ * or a tile that needs more shared memory per block than this GPU has) and a backward
+ * whose softmax_scale is past BWD_MAX_SCALE.
  */
 #include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
-#include "flash2_model.h"
+#include "model.h"
 #include "fx_stage.h"
 
-/* flash2_fwd.cu and flash2_bwd.cu (extern "C"). */
-cudaError_t fx_flash2_forward(const fx_fwd_args *a);
-size_t fx_flash2_fwd_smem_bytes(int head_dim);
-cudaError_t fx_flash2_backward(const fx_bwd_args *a);
-size_t fx_flash2_bwd_smem_bytes(int head_dim);
-size_t fx_flash2_bwd_workspace_bytes(const fx_problem *p);
+/* fwd.cu and bwd.cu (extern "C"); each launcher returns the launch error
+ * (cudaGetLastError) itself. */
+size_t fx_fwd_smem_bytes_03(int head_dim);
+cudaError_t fx_fwd_03(const fx_fwd_args *a);
+size_t fx_bwd_workspace_bytes_03(const fx_problem *p);
+size_t fx_bwd_smem_bytes_03(int head_dim);
+cudaError_t fx_bwd_03(const fx_bwd_args *a);
 
 /* The forward needs no workspace; the backward an fp32 dQaccum and the padded fp32
- * LSE_log2 and D (flash2_bwd.cu). */
-static size_t flash2_workspace_bytes(const fx_problem *p, bool backward)
+ * LSE_log2 and D (bwd.cu). */
+static size_t workspace_bytes(const fx_problem *p, bool backward)
 {
-    return backward ? fx_flash2_bwd_workspace_bytes(p) : 0;
+    return backward ? fx_bwd_workspace_bytes_03(p) : 0;
 }
 
 /* The largest softmax_scale the backward takes. Forward and backward fold the scale into
@@ -33,41 +34,37 @@ static size_t flash2_workspace_bytes(const fx_problem *p, bool backward)
  * carries an fp32 rounding of about ulp(|S|·scale·log2e) instead of being exactly 0, and
  * P is rounded to the dtype while ℓ sums it in fp32. In a near-one-hot row O then misses
  * the one V row it should copy by an ulp, D = rowsum(dO∘O) misses dP, and dS = P∘(dP − D)
- * no longer cancels: dQ and dK come out far from their near-zero exact values. Measured on
- * the CPU models (same arithmetic), fp16, outliers, head_dim 256, batch 1, seqlen 128,
- * heads 2, seed 96266020885253: with this limit lifted, stage 03 passes at scale 64 and
- * fails at 128 (dQ 21 against a bound of 1.1); but already at 16 stage 02, which keeps P in
- * fp32 and folds nothing, misses the pass rule (its standard-attention baseline is itself
- * that far off in such rows), so above 8 the check could not tell stage 03's error from
- * the baseline's. Hence 8, below both. It is not a promise for every input: with fp16
- * large logits (64× the normal ones) dQ and dK still miss the bound at scale 8 at
- * head_dim 128 and at 4 at 256, by up to 1.8× (docs/03_flash2.md, "A known limit
- * remains"; the help's limits say so). The default scale is 1/sqrt(head_dim). The real
- * fix is exercise 4 of docs/03_flash2.md: make the row max exact. */
-#define FLASH2_BWD_MAX_SCALE 8.0
+ * no longer cancels: dQ and dK come out far from their near-zero exact values. 8 lies below
+ * the scale at which the stage fails and below the one past which the check can no longer
+ * tell its error from the standard-attention baseline's (the measurements and their
+ * commands: docs/03_flash2.md, "Why the backward's limit is 8"). It is not a promise for
+ * every input (fp16 large logits still miss the bound at 8: "A known limit remains"
+ * there; the help's limits say so). The default scale is 1/sqrt(head_dim); the real fix,
+ * an exact row max, is exercise 4 of docs/03_flash2.md. */
+#define BWD_MAX_SCALE 8.0
 
 /* Refuses, naming the limit: a scale past the FFMA softmax's or the backward's limit, a
  * grid past 65535 heads or batches, a tile past this GPU's shared memory. */
-static int flash2_check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     if (fx_check_ffma_softmax_scale(p, "03_flash2", why, why_len))
         return 2;
-    if (backward && p->softmax_scale > FLASH2_BWD_MAX_SCALE) {
+    if (backward && p->softmax_scale > BWD_MAX_SCALE) {
         snprintf(
             why, why_len,
             "03_flash2's backward takes softmax_scale up to %g (got %g): it folds the scale "
             "into one fp32 FFMA, and at larger |S|·scale the rounding of P breaks dS = P(dP - D)",
-            FLASH2_BWD_MAX_SCALE, p->softmax_scale);
+            BWD_MAX_SCALE, p->softmax_scale);
         return 2;
     }
     if (fx_check_grid_heads_batch(p, "03_flash2", why, why_len))
         return 2;
-    int rc = fx_check_smem_optin(fx_flash2_fwd_smem_bytes(p->head_dim), "03_flash2", p->head_dim,
+    int rc = fx_check_smem_optin(fx_fwd_smem_bytes_03(p->head_dim), "03_flash2", p->head_dim,
                                  "Q and two stages of K and V", why, why_len);
     if (rc != 0)
         return rc;
     if (backward)
-        return fx_check_smem_optin(fx_flash2_bwd_smem_bytes(p->head_dim), "03_flash2's backward",
+        return fx_check_smem_optin(fx_bwd_smem_bytes_03(p->head_dim), "03_flash2's backward",
                                    p->head_dim, "K, V, two stages of Q and dO, P and dS", why,
                                    why_len);
     return 0;
@@ -97,9 +94,9 @@ const fx_stage fx_stage_03_flash2 = {
                 "(A100 and Hopper); fp16 with very large logits (|softmax_scale·S| of "
                 "1e4 and more) can miss the pass rule (docs/03_flash2.md)",
         },
-    .workspace_bytes = flash2_workspace_bytes,
-    .check_problem = flash2_check_problem,
-    .forward = fx_flash2_forward,
-    .backward = fx_flash2_backward,
-    .cpu_model = &fx_flash2_cpu_model,
+    .workspace_bytes = workspace_bytes,
+    .check_problem = check_problem,
+    .forward = fx_fwd_03,
+    .backward = fx_bwd_03,
+    .cpu_model = &fx_cpu_model_03,
 };

@@ -5,10 +5,10 @@
  * The model is fp32 throughout
  * and rounds only its outputs, so it should sit at or below the emulation's error.
  *
- * The shapes are chosen against the model's tiles (the kernels', fx_flash1_tiles_for):
- * lengths that are not multiples of B_r or B_c, causal with seqlen_q below and above
- * seqlen_k (rows that see no key), GQA and MQA, head_dim 64, 40 (a bucket part used),
- * 128, 192 and 256, bf16 and fp16.
+ * The shapes are chosen against the model's tiles (the kernels', fx_fwd_tiles_02 and
+ * fx_bwd_tiles_02): lengths that are not multiples of B_r or B_c, causal with seqlen_q
+ * below and above seqlen_k (rows that see no key), GQA and MQA, head_dim 64, 40 (a bucket
+ * part used), 128, 192 and 256, bf16 and fp16.
  */
 #include <check.h>
 #include <math.h>
@@ -20,22 +20,22 @@
 #include "fx_host.h"
 #include "fx_problem.h"
 #include "fx_reference.h"
-#include "flash1_model.h"
+#include "02_flash1/model.h"
 #include "fx_model_check.h"
 
 /* ---- helpers (shared with the other model suites: fx_model_check.h) ---------------- */
 
 static void check_against_reference(fx_problem p, bool backward)
 {
-    fx_model_check_against_reference(&fx_flash1_cpu_model, p, backward);
+    fx_model_check_against_reference(&fx_cpu_model_02, p, backward);
 }
 
 /* The shapes below are meant to end in partial tiles: say so, so a change of tile
  * sizes that made them whole would fail here rather than quietly test less. */
 static void assert_tails(const fx_problem *p)
 {
-    const fx_flash1_tiles fwd = fx_flash1_tiles_for(p->head_dim, false);
-    const fx_flash1_tiles bwd = fx_flash1_tiles_for(p->head_dim, true);
+    const fx_tiles_02 fwd = fx_fwd_tiles_02(p->head_dim);
+    const fx_tiles_02 bwd = fx_bwd_tiles_02(p->head_dim);
     ck_assert_int_ne(p->seqlen_q % fwd.block_m, 0);
     ck_assert_int_ne(p->seqlen_k % fwd.block_n, 0);
     ck_assert_int_ne(p->seqlen_q % bwd.block_m, 0);
@@ -56,8 +56,8 @@ START_TEST(tiles_follow_the_papers_rule_for_each_head_dim_bucket)
         {192, 32, 32, 16, 16, 192}, {200, 16, 16, 16, 16, 256}, {256, 16, 16, 16, 16, 256},
     };
     for (size_t e = 0; e < sizeof table / sizeof table[0]; ++e) {
-        const fx_flash1_tiles f = fx_flash1_tiles_for(table[e].head_dim, false);
-        const fx_flash1_tiles b = fx_flash1_tiles_for(table[e].head_dim, true);
+        const fx_tiles_02 f = fx_fwd_tiles_02(table[e].head_dim);
+        const fx_tiles_02 b = fx_bwd_tiles_02(table[e].head_dim);
         ck_assert_int_eq(f.head_dim_max, table[e].bucket);
         ck_assert_int_eq(f.block_m, table[e].m);
         ck_assert_int_eq(f.block_n, table[e].n);
@@ -162,7 +162,7 @@ END_TEST
  * They are O = 0, LSE = -inf, dQ = 0 exactly, and nothing anywhere is NaN. */
 START_TEST(a_row_that_sees_no_key_gives_zero_o_minus_inf_lse_and_zero_dq)
 {
-    fx_model_check_unseen_rows(&fx_flash1_cpu_model);
+    fx_model_check_unseen_rows(&fx_cpu_model_02);
 }
 END_TEST
 
@@ -172,7 +172,7 @@ END_TEST
  * wholly masked for it, yet that block is visited for the rows below. */
 START_TEST(a_wholly_masked_block_leaves_a_row_unchanged)
 {
-    fx_model_check_row0_sees_key0(&fx_flash1_cpu_model);
+    fx_model_check_row0_sees_key0(&fx_cpu_model_02);
 }
 END_TEST
 
@@ -182,7 +182,7 @@ END_TEST
  * by computing both in one pass over head_dim. */
 START_TEST(a_single_key_gives_exactly_zero_dq_and_dk)
 {
-    fx_model_check_single_key(&fx_flash1_cpu_model, 40);
+    fx_model_check_single_key(&fx_cpu_model_02, 40);
 }
 END_TEST
 

@@ -5,10 +5,10 @@
  * model rounds P to the dtype before
  * P·V (forward) and P and dS before the backward GEMMs, as the kernels do.
  *
- * The shapes are chosen against the kernels' tiles (fx_flash2_tiles_for): lengths that are
- * not multiples of kBlockM or kBlockN in either pass, causal with seqlen_q below and above
- * seqlen_k (rows that see no key), GQA and MQA (dK, dV summed over a group's query heads),
- * head_dim 64, 96, 128 and 256, bf16 and fp16.
+ * The shapes are chosen against the kernels' tiles (fx_fwd_tiles_03, fx_bwd_tiles_03):
+ * lengths that are not multiples of kBlockM or kBlockN in either pass, causal with
+ * seqlen_q below and above seqlen_k (rows that see no key), GQA and MQA (dK, dV summed
+ * over a group's query heads), head_dim 64, 96, 128 and 256, bf16 and fp16.
  */
 #include <check.h>
 #include <math.h>
@@ -20,22 +20,22 @@
 #include "fx_host.h"
 #include "fx_problem.h"
 #include "fx_reference.h"
-#include "flash2_model.h"
+#include "03_flash2/model.h"
 #include "fx_model_check.h"
 
 /* ---- helpers (shared with the other model suites: fx_model_check.h) ---------------- */
 
 static void check_against_reference(fx_problem p, bool backward)
 {
-    fx_model_check_against_reference(&fx_flash2_cpu_model, p, backward);
+    fx_model_check_against_reference(&fx_cpu_model_03, p, backward);
 }
 
 /* The shapes below are meant to end in partial tiles: say so, so a change of tile
  * sizes that made them whole would fail here rather than quietly test less. */
 static void assert_tails(const fx_problem *p)
 {
-    const fx_flash2_tiles fwd = fx_flash2_tiles_for(p->head_dim, false);
-    const fx_flash2_tiles bwd = fx_flash2_tiles_for(p->head_dim, true);
+    const fx_tiles_03 fwd = fx_fwd_tiles_03(p->head_dim);
+    const fx_tiles_03 bwd = fx_bwd_tiles_03(p->head_dim);
     ck_assert_int_ne(p->seqlen_q % fwd.block_m, 0);
     ck_assert_int_ne(p->seqlen_k % fwd.block_n, 0);
     ck_assert_int_ne(p->seqlen_q % bwd.block_m, 0);
@@ -44,9 +44,9 @@ static void assert_tails(const fx_problem *p)
 
 /* ---- tiles -------------------------------------------------------------------------- */
 
-/* The kernels' tiles (flash2_fwd.cu, flash2_bwd.cu): the forward's kBlockM × kBlockN and
- * the backward's: FA2's own at head_dim 64 and 128 (128 × 128, 64 × 128), 64 × 64 at 96
- * and 32 × 64 at 256, where dK + dV take most registers (flash2_bwd.cu says why). */
+/* The kernels' tiles (fwd.cu, bwd.cu): the forward's kBlockM × kBlockN and the backward's:
+ * FA2's own at head_dim 64 and 128 (128 × 128, 64 × 128), 64 × 64 at 96 and 32 × 64 at
+ * 256, where dK + dV take most registers (bwd.cu says why). */
 START_TEST(tiles_are_the_kernels_tiles_for_each_head_dim)
 {
     const struct {
@@ -58,14 +58,14 @@ START_TEST(tiles_are_the_kernels_tiles_for_each_head_dim)
         {256, 128, 64, 32, 64},
     };
     for (size_t e = 0; e < sizeof table / sizeof table[0]; ++e) {
-        const fx_flash2_tiles f = fx_flash2_tiles_for(table[e].head_dim, false);
-        const fx_flash2_tiles b = fx_flash2_tiles_for(table[e].head_dim, true);
+        const fx_tiles_03 f = fx_fwd_tiles_03(table[e].head_dim);
+        const fx_tiles_03 b = fx_bwd_tiles_03(table[e].head_dim);
         ck_assert_int_eq(f.block_m, table[e].m);
         ck_assert_int_eq(f.block_n, table[e].n);
         ck_assert_int_eq(b.block_m, table[e].bwd_m);
         ck_assert_int_eq(b.block_n, table[e].bwd_n);
     }
-    const fx_flash2_tiles none = fx_flash2_tiles_for(40, true);
+    const fx_tiles_03 none = fx_bwd_tiles_03(40);
     ck_assert_int_eq(none.block_m, 0);
 }
 END_TEST
@@ -159,7 +159,7 @@ END_TEST
  * is 0 in the backward, and only the explicit mask keeps P = 2^(S·scale_log2) out. */
 START_TEST(a_row_that_sees_no_key_gives_zero_o_minus_inf_lse_and_zero_dq)
 {
-    fx_model_check_unseen_rows(&fx_flash2_cpu_model);
+    fx_model_check_unseen_rows(&fx_cpu_model_03);
 }
 END_TEST
 
@@ -168,7 +168,7 @@ END_TEST
  * comes before it: m stays -inf through them, and nothing may be NaN when key 0 arrives. */
 START_TEST(wholly_masked_blocks_before_the_first_visible_key_leave_a_row_exact)
 {
-    fx_model_check_row0_sees_key0(&fx_flash2_cpu_model);
+    fx_model_check_row0_sees_key0(&fx_cpu_model_03);
 }
 END_TEST
 
@@ -176,7 +176,7 @@ END_TEST
  * exact arithmetic, and in the model too, which sums D and dP in the same order. */
 START_TEST(a_single_key_gives_exactly_zero_dq_and_dk)
 {
-    fx_model_check_single_key(&fx_flash2_cpu_model, 64);
+    fx_model_check_single_key(&fx_cpu_model_03, 64);
 }
 END_TEST
 

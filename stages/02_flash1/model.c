@@ -1,19 +1,20 @@
 /*
- * flash1_model.c — stage 02's algorithm on the CPU, step for step as flash1.cu runs it.
+ * model.c — stage 02's algorithm on the CPU, step for step as fwd.cu and bwd.cu run it.
  *
  * Same loops (K/V blocks j outside, Q blocks i inside; in the backward, the query heads
- * of a GQA group between them), same tiles (fx_flash1_tiles_for, from flash1.cu), same
- * fp32 arithmetic and the same formulas — exp as 2^(x·log2 e), O normalised after every
- * step, P recomputed from LSE — so a difference between the model and the kernels is a
- * bug in one of them, not in the algorithm. What the model does not copy is the thread
- * layout: sums that the kernels split across lanes are plain loops here.
+ * of a GQA group between them), same tiles (fx_fwd_tiles_02 and fx_bwd_tiles_02, from
+ * fwd.cu and bwd.cu), same fp32 arithmetic and the same formulas — exp as 2^(x·log2 e), O
+ * normalised after every step, P recomputed from LSE — so a difference between the model
+ * and the kernels is a bug in one of them, not in the algorithm. What the model does not
+ * copy is the thread layout: sums that the kernels split across lanes are plain loops
+ * here.
  *
  * Host tensors are contiguous (fx_problem.h):
  *   q, o, dout, dq : [batch, seqlen_q, heads_q,  head_dim]
  *   k, v, dk, dv   : [batch, seqlen_k, heads_kv, head_dim]
  *   lse            : [batch, heads_q, seqlen_q], natural log
  */
-#include "flash1_model.h"
+#include "model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@
 /* exp(x) = 2^(x·log2 e), as the kernels compute it. */
 static const float kLog2e = 1.4426950408889634f;
 
-static int div_up(int a, int b)
+static int ceil_div(int a, int b)
 {
     return (a + b - 1) / b;
 }
@@ -48,16 +49,16 @@ static float dot(const float *x, const float *y, int n)
     return acc;
 }
 
-/* Algorithm 1 (flash1_forward_kernel + flash1_forward_epilogue_kernel). */
-static void flash1_forward(const fx_problem *p, const float *q, const float *k, const float *v,
-                           float *o, float *lse)
+/* Algorithm 1 (fwd_kernel + fwd_epilogue_kernel). */
+static void model_forward(const fx_problem *p, const float *q, const float *k, const float *v,
+                          float *o, float *lse)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
     const float scale = (float)p->softmax_scale;
-    const fx_flash1_tiles tiles = fx_flash1_tiles_for(head_dim, false);
+    const fx_tiles_02 tiles = fx_fwd_tiles_02(head_dim);
     const int B_r = tiles.block_m, B_c = tiles.block_n;
-    const int T_c = div_up(seqlen_k, B_c), T_r = div_up(seqlen_q, B_r);
+    const int T_c = ceil_div(seqlen_k, B_c), T_r = ceil_div(seqlen_q, B_r);
 
     /* The fp32 workspace of one (b, h) slice: O [seqlen_q, head_dim], m, ℓ [seqlen_q]. */
     float *O = malloc((size_t)seqlen_q * head_dim * sizeof(float));
@@ -79,7 +80,7 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
             for (int j = 0; j < T_c; ++j) {
                 const int key0 = j * B_c;
                 const int i_begin =
-                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r) : 0;
+                    p->causal ? fx_m_block_min_02(key0, seqlen_k - seqlen_q, B_r) : 0;
                 for (int i = i_begin; i < T_r; ++i)
                     for (int r = 0; r < B_r && i * B_r + r < seqlen_q; ++r) {
                         const int row = i * B_r + r;
@@ -143,17 +144,17 @@ static void flash1_forward(const fx_problem *p, const float *q, const float *k, 
     free(P);
 }
 
-/* Algorithm 4 (flash1_backward_kernel + flash1_backward_dq_kernel); P = exp(S - LSE). */
-static void flash1_backward(const fx_problem *p, const float *q, const float *k, const float *v,
-                            const float *o, const float *lse, const float *dout, float *dq,
-                            float *dk, float *dv)
+/* Algorithm 4 (bwd_kernel + bwd_postprocess_kernel); P = exp(S - LSE). */
+static void model_backward(const fx_problem *p, const float *q, const float *k, const float *v,
+                           const float *o, const float *lse, const float *dout, float *dq,
+                           float *dk, float *dv)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
     const float scale = (float)p->softmax_scale;
-    const fx_flash1_tiles tiles = fx_flash1_tiles_for(head_dim, true);
+    const fx_tiles_02 tiles = fx_bwd_tiles_02(head_dim);
     const int B_r = tiles.block_m, B_c = tiles.block_n;
-    const int T_c = div_up(seqlen_k, B_c), T_r = div_up(seqlen_q, B_r);
+    const int T_c = ceil_div(seqlen_k, B_c), T_r = ceil_div(seqlen_q, B_r);
 
     /* The fp32 dQ workspace of one group [group, seqlen_q, head_dim], dK_j, dV_j
      * accumulators [B_c, head_dim], one step's dQ row, one row's P and dS. */
@@ -171,7 +172,7 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
             for (int j = 0; j < T_c; ++j) {
                 const int key0 = j * B_c;
                 const int i_begin =
-                    p->causal ? fx_flash1_first_visible_q_block(key0, seqlen_k - seqlen_q, B_r) : 0;
+                    p->causal ? fx_m_block_min_02(key0, seqlen_k - seqlen_q, B_r) : 0;
                 /* Line 8. */
                 memset(dK_acc, 0, (size_t)B_c * head_dim * sizeof(float));
                 memset(dV_acc, 0, (size_t)B_c * head_dim * sizeof(float));
@@ -240,7 +241,7 @@ static void flash1_backward(const fx_problem *p, const float *q, const float *k,
     free(dQ_step);
 }
 
-const fx_cpu_model fx_flash1_cpu_model = {
-    .forward = flash1_forward,
-    .backward = flash1_backward,
+const fx_cpu_model fx_cpu_model_02 = {
+    .forward = model_forward,
+    .backward = model_backward,
 };

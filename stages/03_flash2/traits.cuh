@@ -1,43 +1,63 @@
 /*
- * flash2_common.cuh — what stage 03's forward (flash2_fwd.cu) and backward (flash2_bwd.cu)
- * share: the mma/copy/swizzle constants, the swizzled tile address, the element-type
- * operations and two small helpers. One stage, one definition; the stage folder still
- * holds every line its kernels run (DESIGN.md, "Stage map").
+ * traits.cuh — what stage 03's forward (fwd.cu) and backward (bwd.cu) share: the mma/copy/
+ * swizzle constants, the swizzled tile address and copy, the element-type operations and
+ * small host helpers. Each .cu file includes it and instantiates its own copy; the stage
+ * folder still holds every line its kernels run (DESIGN.md, "Stage map").
  */
-#ifndef FX_STAGE03_FLASH2_COMMON_CUH
-#define FX_STAGE03_FLASH2_COMMON_CUH
+#ifndef FX_STAGE03_TRAITS_CUH
+#define FX_STAGE03_TRAITS_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
-#include "fx_problem.h"
+#include "fx_stage.h"
+#include "model.h"
 #include "ptx/mma_sm80.cuh"
 
-static constexpr int kWarpSize = 32;
-static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
-// One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
-static constexpr int kMmaM = 16;
-static constexpr int kMmaN = 8;
-static constexpr int kMmaK = 16;
-// The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
-static constexpr int kLanesPerRow = 4;
-// A 16-byte chunk is the unit of every copy: one cp.async, one ldmatrix row, 8 b16 elements.
-static constexpr int kChunkBytes = 16;
-static constexpr int kChunkElems = 8;
-static constexpr int kElemBytes = 2;  // bf16 and fp16
-// Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
-static constexpr int kSwizzleChunks = 8;
-static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
+// Stages linked into one program define the same names: internal linkage keeps them apart.
+namespace {
 
-static constexpr int ceil_div_constexpr(int a, int b)
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration
+ * ------------------------------------------------------------------------------ */
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
+// One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
+constexpr int kMmaM = 16;
+constexpr int kMmaN = 8;
+constexpr int kMmaK = 16;
+// The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
+constexpr int kLanesPerRow = 4;
+// A 16-byte chunk is the unit of every copy: one cp.async, one ldmatrix row, 8 b16 elements.
+constexpr int kChunkBytes = 16;
+constexpr int kChunkElems = 8;
+constexpr int kElemBytes = 2;  // bf16 and fp16
+// Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
+constexpr int kSwizzleChunks = 8;
+constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
+
+constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
+// The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
+// "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80.
+constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
+constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
+
+constexpr int ceil_div(int a, int b)
 {
     return (a + b - 1) / b;
 }
 
+/* ---------------------------------------------------------------------------------
+ * Device helpers
+ * ------------------------------------------------------------------------------ */
+
 /* Byte offset of chunk `chunk` of row `row` in a swizzled tile. */
 template <class Cfg>
-static __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
+__device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
 {
     return (uint32_t)(row * Cfg::kSmemRowBytes + ((chunk ^ (row % kSwizzleChunks)) * kChunkBytes));
 }
@@ -88,51 +108,16 @@ struct ElementOps<__half> {
  * once before the loop and keeps in registers across it. It was introduced when the
  * forward's tiles held 192 accumulators, where those ~30 registers spilled; at today's
  * 160 the forward compiles without spills from threadIdx.x too, while the backward at
- * head_dim 64 still spills 12 bytes without it (a reviewer's ptxas measurement). Both use
+ * head_dim 64 still spills 12 bytes without it (ptxas for sm_90). Both use
  * it, so the two read alike. An asm volatile read cannot be hoisted, so what derives from
  * it is recomputed where it is used: a few integer instructions per block.
  */
-static __device__ __forceinline__ int thread_index_uncached(void)
+__device__ __forceinline__ int thread_index_uncached(void)
 {
     int t;
     asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
     return t;
 }
-
-/* The element strides of Q, K, V and O (dO takes O's, dQ Q's, dK K's, dV V's) from the
- * harness's layouts into a kernel's parameters: the forward's Flash2FwdParams and the
- * backward's Flash2BwdParams name them alike. Row strides narrow to int: every tensor
- * is under 2^31 elements (fx_problem_validate). */
-template <class Params>
-static void set_strides(Params &p, const fx_layout &q, const fx_layout &k, const fx_layout &v,
-                        const fx_layout &o)
-{
-    p.q_batch_stride = q.batch_stride;
-    p.q_row_stride = (int)q.row_stride;
-    p.q_head_stride = q.head_stride;
-    p.k_batch_stride = k.batch_stride;
-    p.k_row_stride = (int)k.row_stride;
-    p.k_head_stride = k.head_stride;
-    p.v_batch_stride = v.batch_stride;
-    p.v_row_stride = (int)v.row_stride;
-    p.v_head_stride = v.head_stride;
-    p.o_batch_stride = o.batch_stride;
-    p.o_row_stride = (int)o.row_stride;
-    p.o_head_stride = o.head_stride;
-}
-
-/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
-static bool aligned_for_chunks(const void *ptr, const fx_layout *l)
-{
-    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
-           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
-}
-
-static constexpr int kSmemAlign = 128;  // a bank sweep: the swizzle assumes rows start on it
-// The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
-// "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80.
-static constexpr size_t kMaxSmemPerBlockHopper = 227 * 1024;
-static constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
 
 /*
  * Copies kRows rows of head_dim elements (row r at gmem + r·row_stride) into a swizzled
@@ -145,8 +130,8 @@ static constexpr size_t kMaxSmemPerBlockSm80 = 163 * 1024;
  * the tile is known to be whole (the forward's K/V blocks after the first).
  */
 template <class Cfg, int kRows, bool kCheckRows, class Element>
-static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem,
-                                                 int row_stride, int rows_valid)
+__device__ __forceinline__ void load_tile(uint32_t smem_tile, const Element *gmem, int row_stride,
+                                          int rows_valid)
 {
     const unsigned tid = (unsigned)thread_index_uncached();
     constexpr int kRowsPerPass = Cfg::kNThreads / Cfg::kSmemChunks;
@@ -170,5 +155,40 @@ static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const Eleme
         fx_cp_async_cg_16(dst + pass * kRowsPerPass * Cfg::kSmemRowBytes, gmem + src_offset, valid);
     }
 }
+
+/* ---------------------------------------------------------------------------------
+ * Host helpers
+ * ------------------------------------------------------------------------------ */
+
+/* The element strides of Q, K, V and O (dO takes O's, dQ Q's, dK K's, dV V's) from the
+ * harness's layouts into a kernel's parameters: the forward's FwdParams and the backward's
+ * BwdParams name them alike. Row strides narrow to int: every tensor is under 2^31
+ * elements (fx_problem_validate). */
+template <class Params>
+void set_strides(Params &p, const fx_layout &q, const fx_layout &k, const fx_layout &v,
+                 const fx_layout &o)
+{
+    p.q_batch_stride = q.batch_stride;
+    p.q_row_stride = (int)q.row_stride;
+    p.q_head_stride = q.head_stride;
+    p.k_batch_stride = k.batch_stride;
+    p.k_row_stride = (int)k.row_stride;
+    p.k_head_stride = k.head_stride;
+    p.v_batch_stride = v.batch_stride;
+    p.v_row_stride = (int)v.row_stride;
+    p.v_head_stride = v.head_stride;
+    p.o_batch_stride = o.batch_stride;
+    p.o_row_stride = (int)o.row_stride;
+    p.o_head_stride = o.head_stride;
+}
+
+/* 16-byte copies need 16-byte aligned rows: base pointers and row/head/batch strides. */
+bool aligned_for_chunks(const void *ptr, const fx_layout *l)
+{
+    return ((uintptr_t)ptr % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
+           l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
+}
+
+}  // namespace
 
 #endif

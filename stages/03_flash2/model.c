@@ -1,14 +1,14 @@
 /*
- * flash2_model.c — stage 03's algorithm on the CPU, step for step as the kernels run it.
+ * model.c — stage 03's algorithm on the CPU, step for step as the kernels run it.
  *
- * Forward (flash2_fwd.cu, FA2 Algorithm 1): per (batch, query head) and Q block of kBlockM
+ * Forward (fwd.cu, FA2 Algorithm 1): per (batch, query head) and Q block of kBlockM
  * rows, the K/V blocks of kBlockN keys from the last one that a row of the block sees down
  * to the first; per block the running max m, the unnormalised O and ℓ are rescaled by
  * α = 2^(m_old·scale_log2 − m_new·scale_log2), P = 2^(S·scale_log2 − m_new·scale_log2) is
  * added to ℓ in fp32 and rounded to the dtype before O += P·V; O /= ℓ and LSE = m·scale +
  * ln ℓ once at the end. m is kept in raw score units, as in the kernel.
  *
- * Backward (flash2_bwd.cu, FA2 Algorithm 2): the preprocess computes D = rowsum(dO∘O) and
+ * Backward (bwd.cu, FA2 Algorithm 2): the preprocess computes D = rowsum(dO∘O) and
  * LSE_log2 = LSE·log2 e (0 where LSE = -inf) and zeroes an fp32 dQaccum; then per (batch,
  * kv head, K/V block of kBlockN keys), dK and dV accumulate in fp32 over the group's query
  * heads and their Q blocks of kBlockM rows at or below the diagonal; per Q block P is
@@ -23,7 +23,7 @@
  *   k, v, dk, dv   : [batch, seqlen_k, heads_kv, head_dim]
  *   lse            : [batch, heads_q, seqlen_q], natural log
  */
-#include "flash2_model.h"
+#include "model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,7 +34,7 @@
 /* exp(x) = 2^(x·log2 e), as the kernels compute it. */
 static const float kLog2e = 1.4426950408889634f;
 
-static int div_up(int a, int b)
+static int ceil_div(int a, int b)
 {
     return (a + b - 1) / b;
 }
@@ -67,15 +67,15 @@ static float dot(const float *x, const float *y, int n)
     return acc;
 }
 
-/* FA2 Algorithm 1, as flash2_fwd_kernel. */
-static void flash2_forward(const fx_problem *p, const float *q, const float *k, const float *v,
-                           float *o, float *lse)
+/* FA2 Algorithm 1, as fwd_kernel. */
+static void model_forward(const fx_problem *p, const float *q, const float *k, const float *v,
+                          float *o, float *lse)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
     const float scale = (float)p->softmax_scale;
     const float scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
-    const fx_flash2_tiles tiles = fx_flash2_tiles_for(head_dim, false);
+    const fx_tiles_03 tiles = fx_fwd_tiles_03(head_dim);
     const int kBlockM = tiles.block_m, kBlockN = tiles.block_n;
     if (kBlockM == 0)
         abort(); /* the harness refuses other head_dims before this */
@@ -86,9 +86,9 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
     for (int b = 0; b < p->batch; ++b)
         for (int h = 0; h < p->heads_q; ++h) {
             const int h_kv = h / group;
-            for (int m_block = 0; m_block < div_up(seqlen_q, kBlockM); ++m_block) {
+            for (int m_block = 0; m_block < ceil_div(seqlen_q, kBlockM); ++m_block) {
                 /* K/V blocks [0, n_block_max) hold a key some row of the block sees. */
-                int n_block_max = div_up(seqlen_k, kBlockN);
+                int n_block_max = ceil_div(seqlen_k, kBlockN);
                 if (p->causal) {
                     const int last_row = m_block * kBlockM + kBlockM - 1 < seqlen_q
                                              ? m_block * kBlockM + kBlockM - 1
@@ -97,7 +97,7 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                     n_block_max =
                         keys_seen <= 0
                             ? 0
-                            : div_up(keys_seen < seqlen_k ? keys_seen : seqlen_k, kBlockN);
+                            : ceil_div(keys_seen < seqlen_k ? keys_seen : seqlen_k, kBlockN);
                 }
                 /* Rows are independent: each runs the block loop on its own. */
                 for (int row = m_block * kBlockM; row < (m_block + 1) * kBlockM && row < seqlen_q;
@@ -123,9 +123,9 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
                         const float m_scaled = (m_new == -INFINITY ? 0.0f : m_new) * scale_log2;
                         /* The product rounded on its own, as the kernel's __fmul_rn: alpha
                          * must be 2^(m_scaled_old − m_scaled), the m_scaled_old the earlier
-                         * P used (flash2_fwd.cu, the online softmax). A statement of its
-                         * own: C contracts a*b − c into an FMA only within one expression
-                         * (and GCC in ISO C mode, this build's -std=c11, not at all). */
+                         * P used (fwd.cu, the online softmax). A statement of its own: C
+                         * contracts a*b − c into an FMA only within one expression (and
+                         * GCC in ISO C mode, this build's -std=c11, not at all). */
                         const float m_scaled_old = row_max * scale_log2;
                         const float alpha = exp2f(m_scaled_old - m_scaled);
                         row_max = m_new;
@@ -159,16 +159,16 @@ static void flash2_forward(const fx_problem *p, const float *q, const float *k, 
     free(S);
 }
 
-/* FA2 Algorithm 2, as the three kernels of flash2_bwd.cu. */
-static void flash2_backward(const fx_problem *p, const float *q, const float *k, const float *v,
-                            const float *o, const float *lse, const float *dout, float *dq,
-                            float *dk, float *dv)
+/* FA2 Algorithm 2, as the three kernels of bwd.cu. */
+static void model_backward(const fx_problem *p, const float *q, const float *k, const float *v,
+                           const float *o, const float *lse, const float *dout, float *dq,
+                           float *dk, float *dv)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
     const float scale = (float)p->softmax_scale;
     const float scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
-    const fx_flash2_tiles tiles = fx_flash2_tiles_for(head_dim, true);
+    const fx_tiles_03 tiles = fx_bwd_tiles_03(head_dim);
     const int kBlockM = tiles.block_m, kBlockN = tiles.block_n;
     if (kBlockM == 0)
         abort();
@@ -196,7 +196,7 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
 
     for (int b = 0; b < p->batch; ++b)
         for (int h_kv = 0; h_kv < p->heads_kv; ++h_kv)
-            for (int n_block = 0; n_block < div_up(seqlen_k, kBlockN); ++n_block) {
+            for (int n_block = 0; n_block < ceil_div(seqlen_k, kBlockN); ++n_block) {
                 /* One CTA. */
                 const int key0 = n_block * kBlockN;
                 int m_block_min = 0;
@@ -208,7 +208,7 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
                 memset(dV_acc, 0, (size_t)kBlockN * head_dim * sizeof(float));
                 for (int g = 0; g < group; ++g) {
                     const int h = h_kv * group + g;
-                    for (int m_block = m_block_min; m_block < div_up(seqlen_q, kBlockM);
+                    for (int m_block = m_block_min; m_block < ceil_div(seqlen_q, kBlockM);
                          ++m_block) {
                         memset(dQ_part, 0, (size_t)kBlockM * head_dim * sizeof(float));
                         for (int r = 0; r < kBlockM; ++r) {
@@ -270,7 +270,7 @@ static void flash2_backward(const fx_problem *p, const float *q, const float *k,
     free(dQ_part);
 }
 
-const fx_cpu_model fx_flash2_cpu_model = {
-    .forward = flash2_forward,
-    .backward = flash2_backward,
+const fx_cpu_model fx_cpu_model_03 = {
+    .forward = model_forward,
+    .backward = model_backward,
 };

@@ -1,5 +1,5 @@
 /*
- * flash2_bwd.cu — stage 03: the FlashAttention-2 backward on tensor cores.
+ * bwd.cu — stage 03: the FlashAttention-2 backward on tensor cores.
  *
  * Over stage 02's backward (FA1 Algorithm 4 on fp32 CUDA cores) this keeps FA2's
  * K/V-parallel decomposition (Dao 2023, Algorithm 2 and §3.2): one CTA owns a block of
@@ -15,49 +15,36 @@
  * dQ of a query row sums over every key block, i.e. over many CTAs: they add their
  * partial products into an fp32 dQaccum with red.global.add (two columns per instruction
  * on sm_90), and a postprocess kernel scales and converts it. A preprocess kernel computes
- * D = rowsum(dO∘O), LSE in log2 units and zeroes dQaccum.
- *
- * Measured on an H200 (bf16; plots/data/fa3_bwd_2026-12-01_nvidia-h200.csv, medians of 3
- * repeats interleaved with PyTorch 2.11's SDPA flash backend): batch 4, seqlen 4096, 16
- * heads, head_dim 128: 273 TFLOP/s (causal 241), 0.94× the FlashAttention-2 backend's 289
- * (252); batch 8, seqlen 2048, 32 heads, head_dim 64: 230 (190), 0.94× its 245 (203).
- * Backward FLOPs are 2.5× the forward's.
+ * D = rowsum(dO∘O), LSE in log2 units and zeroes dQaccum. Its speed beside
+ * FlashAttention-2's backward: docs/03_flash2.md, "Backward / Measured".
  *
  * Sources: Tri Dao, "FlashAttention-2" (2023), Algorithm 2, §3.1-3.2; PTX ISA "mma"
  * (m16n8k16 fragments), "ldmatrix", "cp.async", "red" — wrappers in common/ptx/mma_sm80.cuh.
  *
  * Layouts (fx_problem.h): Q, O, dO, dQ [batch, seqlen_q, heads_q, head_dim]; K, V, dK, dV
  * [batch, seqlen_k, heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log.
- * Workspace (flash2_bwd_workspace_bytes): dQaccum fp32 in Q's contiguous layout, then
+ * Workspace (fx_bwd_workspace_bytes_03): dQaccum fp32 in Q's contiguous layout, then
  * LSE_log2 and D fp32 [batch, heads_q, seqlen_q_rounded].
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdint.h>
+#include "traits.cuh"
 
-#include "flash2_model.h"
-#include "fx_stage.h"
-#include "ptx/mma_sm80.cuh"
-
-#include "flash2_common.cuh"
+// Stages linked into one program define the same names: internal linkage keeps them apart.
+namespace {
 
 /* ---------------------------------------------------------------------------------
- * Compile-time configuration (the constants shared with the forward are in
- * flash2_common.cuh)
+ * Compile-time configuration (the constants shared with the forward: traits.cuh)
  * ------------------------------------------------------------------------------ */
 
 // Two Q/dO stages: Q block it+1 is copied while Q block it is computed.
-static constexpr int kStages = 2;
+constexpr int kStages = 2;
 // Every backward tile uses 8 warps: enough to split each of the three phases' outputs
 // into warp tiles of whole m16 × n16 pieces at every head_dim (table below).
-static constexpr int kBwdWarps = 8;
+constexpr int kBwdWarps = 8;
 // LSE_log2 and D are padded per (batch, head) to a multiple of this many rows, a multiple
 // of every kBlockM, so a Q block's 4-byte values are whole, 16-byte aligned cp.async chunks.
-static constexpr int kRowPad = 128;
-static constexpr int kFloatsPerChunk = kChunkBytes / 4;
-static constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kRowPad = 128;
+constexpr int kFloatsPerChunk = kChunkBytes / 4;
+constexpr float kLog2e = 1.4426950408889634f;
 
 /*
  * Warp tiles of the three phases. kWarpsSKeys, kWarpsDKKeys, kWarpsDQRows are the warps
@@ -69,7 +56,7 @@ static constexpr float kLog2e = 1.4426950408889634f;
  */
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kWarpsSKeys_, int kWarpsDKKeys_,
           int kWarpsDQRows_>
-struct Flash2BwdConfig {
+struct BwdConfig {
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kBlockM = kBlockM_;  // query rows per Q block (the inner loop)
     static constexpr int kBlockN = kBlockN_;  // keys per CTA
@@ -96,8 +83,7 @@ struct Flash2BwdConfig {
 
     static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
     // Q, dO, K, V rows: head_dim rounded up to whole 128-byte lines, XOR-swizzled (forward).
-    static constexpr int kSmemRowElems =
-        ceil_div_constexpr(kHeadDim, kSwizzleRowElems) * kSwizzleRowElems;
+    static constexpr int kSmemRowElems = ceil_div(kHeadDim, kSwizzleRowElems) * kSwizzleRowElems;
     static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
     static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
     // P and dS rows (one key, kBlockM queries). A row of whole 128-byte lines (kBlockM ≥ 64)
@@ -143,20 +129,20 @@ struct Flash2BwdConfig {
  */
 // d=64: 128 × 128. dK+dV 64 (32 keys × 32 columns), Sᵀ+dPᵀ 128 (32 keys × 64 queries),
 // dQ 32 (32 rows × 32 columns): 192. 16 + 16 + 64 + 64 + 2 KiB = 162 KiB.
-using BwdConfigD64 = Flash2BwdConfig<64, 128, 128, 4, 4, 4>;
+using BwdConfigD64 = BwdConfig<64, 128, 128, 4, 4, 4>;
 // d=96: 64 × 64. dK+dV 48 (16 keys × 48 columns), Sᵀ+dPᵀ 32 (16 keys × 32 queries), dQ 24
 // (16 rows × 48 columns). kBlockM = 32 leaves dQ warp tiles of 24 or 12 columns, an odd
 // number of n8 tiles. FA2's 64 × 128 (dK+dV 96 + Sᵀ+dPᵀ 64) spilled 124 bytes in the
 // previous kernel and compiles without spills in this one (161 KiB): not yet measured.
 // Rows padded to 128 elements: 32 + 64 + 16 + 1 KiB = 113 KiB.
-using BwdConfigD96 = Flash2BwdConfig<96, 64, 64, 4, 4, 4>;
+using BwdConfigD96 = BwdConfig<96, 64, 64, 4, 4, 4>;
 // d=128: 64 × 128. dK+dV 128 (32 keys × 64 columns), Sᵀ+dPᵀ 64 (32 keys × 32 queries):
 // 192; dQ 32 (32 rows × 32 columns). 64 + 64 + 32 + 1 KiB = 161 KiB.
-using BwdConfigD128 = Flash2BwdConfig<128, 64, 128, 4, 4, 2>;
+using BwdConfigD128 = BwdConfig<128, 64, 128, 4, 4, 2>;
 // d=256: 32 × 64. dK+dV alone are 2·kBlockN·256/256 = 2·kBlockN, so kBlockN = 64 for 128
 // (32 keys × 64 columns); Sᵀ+dPᵀ 16, dQ 32 (16 rows × 64 columns): 160. 64 × 64 would be
 // 192 but 209 KiB of shared memory, past sm_80's 163. 64 + 64 + 10 + 0.5 KiB ≈ 139 KiB.
-using BwdConfigD256 = Flash2BwdConfig<256, 32, 64, 4, 2, 2>;
+using BwdConfigD256 = BwdConfig<256, 32, 64, 4, 2, 2>;
 
 /* ---------------------------------------------------------------------------------
  * Shared-memory plan
@@ -175,7 +161,7 @@ struct BwdSharedStorage {
     alignas(kChunkBytes) float D[kStages][Cfg::kBlockM];
 };
 
-// sm_80's opt-in limit is below Hopper's (flash2_common.cuh): every tile fits both.
+// sm_80's opt-in limit is below Hopper's (traits.cuh): every tile fits both.
 static_assert(sizeof(BwdSharedStorage<BwdConfigD64>) <= kMaxSmemPerBlockSm80, "d=64 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD96>) <= kMaxSmemPerBlockSm80, "d=96 smem");
 static_assert(sizeof(BwdSharedStorage<BwdConfigD128>) <= kMaxSmemPerBlockSm80, "d=128 smem");
@@ -185,7 +171,7 @@ static_assert(sizeof(BwdSharedStorage<BwdConfigD256>) <= kMaxSmemPerBlockSm80, "
  * Kernel arguments
  * ------------------------------------------------------------------------------ */
 
-struct Flash2BwdParams {
+struct BwdParams {
     const void *q, *k, *v, *o, *dout;
     const float *lse;  // natural log, [batch, heads_q, seqlen_q]
     void *dq, *dk, *dv;
@@ -208,11 +194,11 @@ struct Flash2BwdParams {
  * Preprocess: D = rowsum(dO∘O), LSE_log2, dQaccum = 0 (one warp per query row)
  * ------------------------------------------------------------------------------ */
 
-static constexpr int kPreWarps = 8;  // rows per CTA of the pre- and postprocess kernels
+constexpr int kPreWarps = 8;  // rows per CTA of the pre- and postprocess kernels
 
 template <class Element>
 __global__ void __launch_bounds__(kPreWarps *kWarpSize)
-    flash2_bwd_preprocess_kernel(const __grid_constant__ Flash2BwdParams p)
+    bwd_preprocess_kernel(const __grid_constant__ BwdParams p)
 {
     using Ops = ElementOps<Element>;
     const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -263,7 +249,7 @@ __global__ void __launch_bounds__(kPreWarps *kWarpSize)
 
 template <class Element>
 __global__ void __launch_bounds__(kPreWarps *kWarpSize)
-    flash2_bwd_postprocess_kernel(const __grid_constant__ Flash2BwdParams p)
+    bwd_postprocess_kernel(const __grid_constant__ BwdParams p)
 {
     using Ops = ElementOps<Element>;
     const int64_t pairs = (int64_t)p.batch * p.seqlen_q * p.heads_q * p.head_dim / 2;
@@ -287,7 +273,7 @@ __global__ void __launch_bounds__(kPreWarps *kWarpSize)
  * Producer: global -> shared by cp.async (the forward's copy loop)
  * ------------------------------------------------------------------------------ */
 
-/* load_tile: flash2_common.cuh (the forward's copy loop, rows checked). */
+/* load_tile: traits.cuh (the forward's copy loop, rows checked). */
 
 /* ---------------------------------------------------------------------------------
  * ldmatrix addressing (lane l; lanes 8j..8j+7 address matrix j; see the forward's table)
@@ -306,64 +292,64 @@ __global__ void __launch_bounds__(kPreWarps *kWarpSize)
  *                2 = (k 8-15, m 0-7) = a[2]; 3 = (k 8-15, m 8-15) = a[3]
  * ------------------------------------------------------------------------------ */
 
-static __device__ __forceinline__ int lane_row16(int lane)
+__device__ __forceinline__ int lane_row16(int lane)
 {
     return lane % kMmaM;
 }
-static __device__ __forceinline__ int lane_chunk16(int lane)
+__device__ __forceinline__ int lane_chunk16(int lane)
 {
     return lane / kMmaM;
 }
-static __device__ __forceinline__ int lane_row8x2(int lane)
+__device__ __forceinline__ int lane_row8x2(int lane)
 {
     return lane % kSwizzleChunks + kSwizzleChunks * (lane / kMmaM);
 }
-static __device__ __forceinline__ int lane_chunk8x2(int lane)
+__device__ __forceinline__ int lane_chunk8x2(int lane)
 {
     return (lane / kSwizzleChunks) % 2;
 }
 
 /* Swizzled Q/dO/K/V tiles. */
 template <class Cfg>
-static __device__ __forceinline__ void ldsm_a_rows(uint32_t r[4], uint32_t tile, int row0,
-                                                   int chunk0, int lane)
+__device__ __forceinline__ void ldsm_a_rows(uint32_t r[4], uint32_t tile, int row0, int chunk0,
+                                            int lane)
 {
     fx_ldmatrix_x4(
         r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane), chunk0 + lane_chunk16(lane)));
 }
 template <class Cfg>
-static __device__ __forceinline__ void ldsm_b_rows(uint32_t r[4], uint32_t tile, int row0,
-                                                   int chunk0, int lane)
+__device__ __forceinline__ void ldsm_b_rows(uint32_t r[4], uint32_t tile, int row0, int chunk0,
+                                            int lane)
 {
     fx_ldmatrix_x4(
         r, tile + swizzled_offset<Cfg>(row0 + lane_row8x2(lane), chunk0 + lane_chunk8x2(lane)));
 }
 template <class Cfg>
-static __device__ __forceinline__ void ldsm_b_trans(uint32_t r[4], uint32_t tile, int row0,
-                                                    int chunk0, int lane)
+__device__ __forceinline__ void ldsm_b_trans(uint32_t r[4], uint32_t tile, int row0, int chunk0,
+                                             int lane)
 {
     fx_ldmatrix_x4_trans(
         r, tile + swizzled_offset<Cfg>(row0 + lane_row16(lane), chunk0 + lane_chunk16(lane)));
 }
 /* Byte offset of 16-byte chunk `chunk` of row `row` (a key) in a Pᵀ/dSᵀ tile, rows
  * kPRowBytes apart: XOR-swizzled like Q (swizzled_offset) when the rows are whole 128-byte
- * lines, else padded (Flash2BwdConfig::kPSwizzled); either way the 8 rows an ldmatrix
+ * lines, else padded (BwdConfig::kPSwizzled); either way the 8 rows an ldmatrix
  * matrix reads fall in 8 different 16-byte bank groups. */
 template <class Cfg>
-static __device__ __forceinline__ uint32_t p_offset(int row, int chunk)
+__device__ __forceinline__ uint32_t p_offset(int row, int chunk)
 {
     const int xor_key = Cfg::kPSwizzled ? row % kSwizzleChunks : 0;
     return (uint32_t)(row * Cfg::kPRowBytes + (chunk ^ xor_key) * kChunkBytes);
 }
 template <class Cfg>
-static __device__ __forceinline__ void ldsm_a_rows_p(uint32_t r[4], uint32_t tile, int row0,
-                                                     int chunk0, int lane)
+__device__ __forceinline__ void ldsm_a_rows_p(uint32_t r[4], uint32_t tile, int row0, int chunk0,
+                                              int lane)
 {
     fx_ldmatrix_x4(r, tile + p_offset<Cfg>(row0 + lane_row16(lane), chunk0 + lane_chunk16(lane)));
 }
 template <class Cfg>
-static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t tile, int row0,
-                                                      int chunk0, int lane)
+__device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t tile, int row0, int chunk0,
+                                               int lane)
 {
     fx_ldmatrix_x4_trans(
         r, tile + p_offset<Cfg>(row0 + lane_row8x2(lane), chunk0 + lane_chunk8x2(lane)));
@@ -385,11 +371,12 @@ static __device__ __forceinline__ void ldsm_a_trans_p(uint32_t r[4], uint32_t ti
  * the blocks that need it): no index arithmetic per element there.
  */
 template <class Cfg, class Element, bool kCausal, bool kMasked>
-static __device__ __forceinline__ void store_p_ds(
-    const float (&acc_s)[Cfg::kSMTiles][Cfg::kSNTiles][4],
-    const float (&acc_dp)[Cfg::kSMTiles][Cfg::kSNTiles][4], const float *lse_log2, const float *D,
-    unsigned char *p_tile, unsigned char *ds_tile, int key_base, int q_base, int lane, int key0,
-    int q_block0, const Flash2BwdParams &p)
+__device__ __forceinline__ void store_p_ds(const float (&acc_s)[Cfg::kSMTiles][Cfg::kSNTiles][4],
+                                           const float (&acc_dp)[Cfg::kSMTiles][Cfg::kSNTiles][4],
+                                           const float *lse_log2, const float *D,
+                                           unsigned char *p_tile, unsigned char *ds_tile,
+                                           int key_base, int q_base, int lane, int key0,
+                                           int q_block0, const BwdParams &p)
 {
     using Ops = ElementOps<Element>;
     const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
@@ -450,8 +437,7 @@ static __device__ __forceinline__ void store_p_ds(
  * ------------------------------------------------------------------------------ */
 
 template <class Cfg, class Element, bool kCausal>
-__global__ void __launch_bounds__(Cfg::kNThreads, 1)
-    flash2_bwd_kernel(const __grid_constant__ Flash2BwdParams p)
+__global__ void __launch_bounds__(Cfg::kNThreads, 1) bwd_kernel(const __grid_constant__ BwdParams p)
 {
     extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
     BwdSharedStorage<Cfg> &smem = *reinterpret_cast<BwdSharedStorage<Cfg> *>(smem_raw);
@@ -698,7 +684,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
             // (fx_problem_validate keeps every tensor under 2^31 elements). Every column a
             // thread adds at is even (chunk_base·8 + 8nt + 2t) and rows are head_dim floats
             // apart, so each pair is 8-byte aligned, as red.global.add.v2.f32 needs, given a
-            // workspace aligned to 16 bytes (fx_flash2_backward checks it).
+            // workspace aligned to 16 bytes (fx_bwd_03 checks it).
             const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
             float *dq_block =
                 p.dq_accum +
@@ -756,31 +742,22 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
  * Host launcher
  * ------------------------------------------------------------------------------ */
 
-static size_t align_up(size_t x, size_t a)
+size_t align_up(size_t x, size_t a)
 {
     return (x + a - 1) / a * a;
 }
-static constexpr size_t kWorkspaceAlign = 256;  // each workspace array starts on 256 bytes
+constexpr size_t kWorkspaceAlign = 256;  // each workspace array starts on 256 bytes
 
-static int seqlen_q_rounded_of(int seqlen_q)
+int seqlen_q_rounded_of(int seqlen_q)
 {
     return (int)align_up((size_t)seqlen_q, kRowPad);
 }
 
-/* Workspace: dQaccum (fp32, Q's contiguous shape), then LSE_log2 and D (fp32, padded). */
-extern "C" size_t fx_flash2_bwd_workspace_bytes(const fx_problem *p)
-{
-    const size_t accum = fx_numel_q(p) * sizeof(float);
-    const size_t stats =
-        (size_t)p->batch * p->heads_q * seqlen_q_rounded_of(p->seqlen_q) * sizeof(float);
-    return align_up(accum, kWorkspaceAlign) + 2 * align_up(stats, kWorkspaceAlign);
-}
-
 template <class Cfg, class Element, bool kCausal>
-static cudaError_t launch_bwd(const fx_bwd_args *a)
+cudaError_t launch(const fx_bwd_args *a)
 {
     const fx_problem *pr = a->p;
-    Flash2BwdParams p;
+    BwdParams p;
     p.q = a->q;
     p.k = a->k;
     p.v = a->v;
@@ -810,8 +787,8 @@ static cudaError_t launch_bwd(const fx_bwd_args *a)
 
     // Preprocess: one warp per row of the padded statistics.
     const int64_t stat_rows = (int64_t)pr->batch * pr->heads_q * p.seqlen_q_rounded;
-    flash2_bwd_preprocess_kernel<Element><<<(unsigned)((stat_rows + kPreWarps - 1) / kPreWarps),
-                                            kPreWarps * kWarpSize, 0, a->stream>>>(p);
+    bwd_preprocess_kernel<Element><<<(unsigned)((stat_rows + kPreWarps - 1) / kPreWarps),
+                                     kPreWarps * kWarpSize, 0, a->stream>>>(p);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return err;
@@ -823,7 +800,7 @@ static cudaError_t launch_bwd(const fx_bwd_args *a)
     // once, without atomics, and the seqlen_k/kBlockN × heads_kv × batch CTAs fill the GPU
     // at the sizes that matter (4096/128 × 16 × 4 = 2048).
     const size_t smem_bytes = sizeof(BwdSharedStorage<Cfg>);
-    auto kernel = flash2_bwd_kernel<Cfg, Element, kCausal>;
+    auto kernel = bwd_kernel<Cfg, Element, kCausal>;
     err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
     if (err != cudaSuccess)
@@ -839,29 +816,50 @@ static cudaError_t launch_bwd(const fx_bwd_args *a)
     constexpr int kPostBlocksMax = 65535;  // plenty of CTAs for a memory-bound loop
     const int64_t pairs = (int64_t)fx_numel_q(pr) / 2;
     const int64_t blocks = (pairs + kPreWarps * kWarpSize - 1) / (kPreWarps * kWarpSize);
-    flash2_bwd_postprocess_kernel<Element>
-        <<<(unsigned)(blocks < kPostBlocksMax ? blocks : kPostBlocksMax), kPreWarps * kWarpSize, 0,
-           a->stream>>>(p);
+    bwd_postprocess_kernel<Element><<<(unsigned)(blocks < kPostBlocksMax ? blocks : kPostBlocksMax),
+                                      kPreWarps * kWarpSize, 0, a->stream>>>(p);
     return cudaGetLastError();
 }
 
 template <class Cfg, class Element>
-static cudaError_t launch_bwd_masking(const fx_bwd_args *a)
+cudaError_t launch_masking(const fx_bwd_args *a)
 {
-    return a->p->causal ? launch_bwd<Cfg, Element, true>(a) : launch_bwd<Cfg, Element, false>(a);
+    return a->p->causal ? launch<Cfg, Element, true>(a) : launch<Cfg, Element, false>(a);
 }
 
 template <class Cfg>
-static cudaError_t launch_bwd_dtype(const fx_bwd_args *a)
+cudaError_t launch_dtype(const fx_bwd_args *a)
 {
     switch (a->p->dtype) {
-    case FX_BF16: return launch_bwd_masking<Cfg, __nv_bfloat16>(a);
-    case FX_FP16: return launch_bwd_masking<Cfg, __half>(a);
+    case FX_BF16: return launch_masking<Cfg, __nv_bfloat16>(a);
+    case FX_FP16: return launch_masking<Cfg, __half>(a);
     default: return cudaErrorInvalidValue;
     }
 }
 
-extern "C" size_t fx_flash2_bwd_smem_bytes(int head_dim)
+template <class Cfg>
+fx_tiles_03 tiles_of(void)
+{
+    fx_tiles_03 t;
+    t.block_m = Cfg::kBlockM;
+    t.block_n = Cfg::kBlockN;
+    return t;
+}
+
+}  // namespace
+
+/* Workspace: dQaccum (fp32, Q's contiguous shape), then LSE_log2 and D (fp32, padded). */
+extern "C" size_t fx_bwd_workspace_bytes_03(const fx_problem *p)
+{
+    const size_t accum = fx_numel_q(p) * sizeof(float);
+    const size_t stats =
+        (size_t)p->batch * p->heads_q * seqlen_q_rounded_of(p->seqlen_q) * sizeof(float);
+    return align_up(accum, kWorkspaceAlign) + 2 * align_up(stats, kWorkspaceAlign);
+}
+
+/* The backward's dynamic shared memory per CTA in bytes at head_dim (0 for a head_dim the
+ * stage does not build): stage.c holds it against the GPU's opt-in limit. */
+extern "C" size_t fx_bwd_smem_bytes_03(int head_dim)
 {
     switch (head_dim) {
     case 64: return sizeof(BwdSharedStorage<BwdConfigD64>);
@@ -872,54 +870,40 @@ extern "C" size_t fx_flash2_bwd_smem_bytes(int head_dim)
     }
 }
 
-extern "C" cudaError_t fx_flash2_backward(const fx_bwd_args *a)
+/* Enqueues the backward on a->stream: the preprocess, the main kernel and the postprocess;
+ * dQ, dK, dV (dtype) from Q, K, V, O, dO and the forward's LSE. Returns the launch error,
+ * cudaErrorInvalidValue for a workspace smaller than fx_bwd_workspace_bytes_03, or
+ * cudaErrorMisalignedAddress for a tensor or workspace the 16-byte copies cannot read. */
+extern "C" cudaError_t fx_bwd_03(const fx_bwd_args *a)
 {
     if (!aligned_for_chunks(a->q, &a->q_layout) || !aligned_for_chunks(a->k, &a->k_layout) ||
         !aligned_for_chunks(a->v, &a->v_layout) || !aligned_for_chunks(a->dout, &a->o_layout) ||
         !aligned_for_chunks(a->o, &a->o_layout))
         return cudaErrorMisalignedAddress;
-    if (a->workspace_bytes < fx_flash2_bwd_workspace_bytes(a->p))
+    if (a->workspace_bytes < fx_bwd_workspace_bytes_03(a->p))
         return cudaErrorInvalidValue;
     // cp.async copies LSE_log2 and D in 16-byte chunks, and dQaccum takes 8-byte vector reds.
     if ((uintptr_t)a->workspace % kChunkBytes != 0)
         return cudaErrorMisalignedAddress;
     switch (a->p->head_dim) {
-    case 64: return launch_bwd_dtype<BwdConfigD64>(a);
-    case 96: return launch_bwd_dtype<BwdConfigD96>(a);
-    case 128: return launch_bwd_dtype<BwdConfigD128>(a);
-    case 256: return launch_bwd_dtype<BwdConfigD256>(a);
+    case 64: return launch_dtype<BwdConfigD64>(a);
+    case 96: return launch_dtype<BwdConfigD96>(a);
+    case 128: return launch_dtype<BwdConfigD128>(a);
+    case 256: return launch_dtype<BwdConfigD256>(a);
     default: return cudaErrorInvalidValue;
     }
 }
 
-/* ---------------------------------------------------------------------------------
- * The tiles the CPU model runs (flash2_model.h)
- * ------------------------------------------------------------------------------ */
-
-template <class Cfg>
-static fx_flash2_tiles bwd_tiles(void)
+/* The backward's kBlockM × kBlockN per head_dim (model.h), for the CPU model and its
+ * tests; {0, 0} for a head_dim the stage does not build. */
+extern "C" fx_tiles_03 fx_bwd_tiles_03(int head_dim)
 {
-    fx_flash2_tiles t;
-    t.block_m = Cfg::kBlockM;
-    t.block_n = Cfg::kBlockN;
-    return t;
-}
-
-extern "C" void fx_flash2_fwd_tiles(int head_dim, int *block_m, int *block_n);
-
-extern "C" fx_flash2_tiles fx_flash2_tiles_for(int head_dim, bool backward)
-{
-    fx_flash2_tiles t = {0, 0};
-    if (backward) {
-        switch (head_dim) {
-        case 64: return bwd_tiles<BwdConfigD64>();
-        case 96: return bwd_tiles<BwdConfigD96>();
-        case 128: return bwd_tiles<BwdConfigD128>();
-        case 256: return bwd_tiles<BwdConfigD256>();
-        default: return t;
-        }
+    fx_tiles_03 t = {0, 0};
+    switch (head_dim) {
+    case 64: return tiles_of<BwdConfigD64>();
+    case 96: return tiles_of<BwdConfigD96>();
+    case 128: return tiles_of<BwdConfigD128>();
+    case 256: return tiles_of<BwdConfigD256>();
+    default: return t;
     }
-    // The forward's tiles come from flash2_fwd.cu, which owns its configuration.
-    fx_flash2_fwd_tiles(head_dim, &t.block_m, &t.block_n);
-    return t;
 }

@@ -1,5 +1,5 @@
 /*
- * flash2_fwd.cu — stage 03: the FlashAttention-2 forward on tensor cores.
+ * fwd.cu — stage 03: the FlashAttention-2 forward on tensor cores.
  *
  * Over stage 02 (FA1: KV-block outer loop, O, m and ℓ round-tripping HBM, fp32 CUDA
  * cores) this stage swaps the loops: one CTA owns a block of kBlockM query rows for its
@@ -10,13 +10,9 @@
  * the epilogue (FA2 §3.1) and the LSE is stored for the backward. Both GEMMs run on
  * tensor cores with mma.sync m16n8k16 fed by ldmatrix, K/V tiles arrive by cp.async into
  * a two-stage ring, P goes from the S accumulator to the PV A operand in registers, and
- * a causal CTA skips the K/V blocks wholly above the diagonal (FA2 §3.1.1).
- *
- * Measured on an H200 (batch 4, seqlen 4096, 2048/head_dim heads, bf16, medians of 3
- * repeats interleaved with PyTorch 2.11's SDPA flash backend;
- * plots/data/fa3_fwd_03_2026-12-01_nvidia-h200.csv): head_dim 128 337 TFLOP/s (causal
- * 294), 0.99× the flash backend's 340 (296); head_dim 64 324 (294), 1.07× its 303 (279);
- * head_dim 256 322 (273), 1.01× its 318 (268).
+ * a causal CTA skips the K/V blocks wholly above the diagonal (FA2 §3.1.1). The gain
+ * over stage 02 and the comparison with FlashAttention-2 itself: docs/03_flash2.md,
+ * "Measured". The backward is in bwd.cu, what both share in traits.cuh.
  *
  * Sources: Tri Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
  * Partitioning" (2023), Algorithm 1, §3.1-3.3; PTX ISA "mma" (m16n8k16 fragments),
@@ -28,26 +24,20 @@
  * row i sees key j iff j <= i + seqlen_k - seqlen_q. A row that sees no key gets
  * O = 0 and LSE = -inf.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdint.h>
+#include "traits.cuh"
 
-#include "fx_stage.h"
-#include "ptx/mma_sm80.cuh"
-
-#include "flash2_common.cuh"
+// Stages linked into one program define the same names: internal linkage keeps them apart.
+namespace {
 
 /* ---------------------------------------------------------------------------------
  * Compile-time configuration
  * ------------------------------------------------------------------------------ */
 
 // Two K/V stages: block n_block − 1 is copied while block n_block is computed.
-static constexpr int kStages = 2;
+constexpr int kStages = 2;
 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocksPerSm_>
-struct Flash2Config {
+struct Config {
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kBlockM = kBlockM_;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;  // keys per K/V block
@@ -64,8 +54,7 @@ struct Flash2Config {
     static constexpr int kChunks = kHeadDim / kChunkElems;  // 16-byte chunks of a row in HBM
     // A shared-memory row is head_dim rounded up to whole 128-byte lines (64 elements), so
     // the XOR swizzle below never leaves its row; only head_dim 96 is padded (to 128).
-    static constexpr int kSmemRowElems =
-        ceil_div_constexpr(kHeadDim, kSwizzleRowElems) * kSwizzleRowElems;
+    static constexpr int kSmemRowElems = ceil_div(kHeadDim, kSwizzleRowElems) * kSwizzleRowElems;
     static constexpr int kSmemChunks = kSmemRowElems / kChunkElems;
     static constexpr int kSmemRowBytes = kSmemRowElems * kElemBytes;
 
@@ -87,21 +76,21 @@ struct Flash2Config {
 // d=64: 128×64, 4 warps of 32 rows: S 64 + O 64 accumulators (the 128×128 of FA2 would
 // be S 128 + O 64 = 192). 48 KiB of smem; registers (≤ 255 × 128 threads) allow two CTAs
 // (8 warps) per SM.
-using ConfigD64 = Flash2Config<64, 128, 64, 4, 2>;
+using ConfigD64 = Config<64, 128, 64, 4, 2>;
 // d=96: 128×64, 4 warps of 32 rows: S 64 + O 96 = 160. Rows padded to 128 elements for
 // the swizzle: 96 KiB, two CTAs per SM on Hopper (one on A100).
-using ConfigD96 = Flash2Config<96, 128, 64, 4, 2>;
+using ConfigD96 = Config<96, 128, 64, 4, 2>;
 // d=128: 128×32, 4 warps of 32 rows: S 32 + O 128 = 160 (FA2's 128×64 is 192 and spills).
 // Two m16 tiles per warp keep each K/V fragment feeding two mma; 64 KiB, two CTAs per SM.
 // The price of kBlockN = 32 is twice the per-block work that does not scale with it:
 // the barrier, the row-max shuffles and the O rescale.
-using ConfigD128 = Flash2Config<128, 128, 32, 4, 2>;
+using ConfigD128 = Config<128, 128, 32, 4, 2>;
 // d=256: O alone is 16·256/32 = 128 registers per m16 tile, so a warp owns one tile:
 // 128×64 with 8 warps of 16 rows (S 32 + O 128 = 160), FA2's tile. 192 KiB: one CTA of
-// 8 warps per SM, Hopper only (A100 has 163 KiB per block). On an H200 it ran 18% faster
-// than 128×32 (128 KiB, which A100 could run): half the blocks, so half the barriers and
-// O rescales per key.
-using ConfigD256 = Flash2Config<256, 128, 64, 8, 1>;
+// 8 warps per SM, Hopper only (A100 has 163 KiB per block). It is faster than 128×32
+// (128 KiB, which A100 could run; docs/03_flash2.md, "Tiles per head_dim"): half the
+// blocks, so half the barriers and O rescales per key.
+using ConfigD256 = Config<256, 128, 64, 8, 1>;
 
 /* ---------------------------------------------------------------------------------
  * Shared-memory plan
@@ -140,7 +129,7 @@ static_assert(2 * sizeof(SharedStorage<ConfigD96>) <= kMaxSmemPerBlockHopper,
  * Kernel arguments
  * ------------------------------------------------------------------------------ */
 
-struct Flash2FwdParams {
+struct FwdParams {
     const void *q, *k, *v;
     void *o;
     float *lse;
@@ -168,7 +157,7 @@ struct Flash2FwdParams {
  * (with `head / q_per_kv` the forward spills at head_dim 96 and 256, ptxas for sm_90);
  * the multiply-high stays CTA-uniform.
  */
-static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_t q_per_kv_mul)
+__device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_t q_per_kv_mul)
 {
     return q_per_kv == 1 ? head : (int)__umulhi((uint32_t)head, q_per_kv_mul);
 }
@@ -177,7 +166,7 @@ static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_
  * Producer: global -> shared by cp.async
  * ------------------------------------------------------------------------------ */
 
-/* load_tile (flash2_common.cuh) copies a tile: the forward and the backward share it. */
+/* load_tile (traits.cuh) copies a tile: the forward and the backward share it. */
 
 /* ---------------------------------------------------------------------------------
  * Consumer: one K/V block — S = QKᵀ, mask, online softmax, O += PV
@@ -187,9 +176,9 @@ static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_
  * (·16 bytes) is `key`: the step's two chunks inside their 128-byte line are XORed with
  * the key; whole lines are added, so the compiler keeps at most four XORed values alive
  * and folds the rest into the instruction's immediate offset. */
-static constexpr int kLineBytes = kSwizzleChunks * kChunkBytes;  // 128
-static constexpr int kStepsPerLine = kSwizzleChunks / 2;         // k16 steps per line
-static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
+constexpr int kLineBytes = kSwizzleChunks * kChunkBytes;  // 128
+constexpr int kStepsPerLine = kSwizzleChunks / 2;         // k16 steps per line
+__device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
 {
     return (((step % kStepsPerLine) * 2 * kChunkBytes) ^ key) + (step / kStepsPerLine) * kLineBytes;
 }
@@ -206,7 +195,7 @@ struct LaneAddrs {
 /* Made afresh for every K/V block from the uncached thread index, rather than kept in
  * registers across the mainloop: five integer values, recomputed in a dozen instructions. */
 template <class Cfg>
-static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
+__device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
 {
     const int lane_r8 = lane % 8, lane_m = (lane / 8) % 2, lane_hi = lane / 16;
     LaneAddrs la;
@@ -251,10 +240,11 @@ static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, in
  * — the accumulator of two adjacent n8 tiles is exactly the A fragment of one k16 step.
  */
 template <class Cfg, class Element, bool kCausal, bool kMask>
-static __device__ __forceinline__ void attention_block(
-    float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4], float (&row_max)[Cfg::kMTiles][2],
-    float (&row_sum)[Cfg::kMTiles][2], uint32_t sQ, uint32_t sK, uint32_t sV, int n_block,
-    int m_block, int seqlen_q, int seqlen_k, float scale_log2)
+__device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4],
+                                                float (&row_max)[Cfg::kMTiles][2],
+                                                float (&row_sum)[Cfg::kMTiles][2], uint32_t sQ,
+                                                uint32_t sK, uint32_t sV, int n_block, int m_block,
+                                                int seqlen_q, int seqlen_k, float scale_log2)
 {
     using Ops = ElementOps<Element>;
     constexpr int kM = Cfg::kMTiles;
@@ -388,8 +378,8 @@ static __device__ __forceinline__ void attention_block(
 
 /* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
-                                                         int rows_valid, int tid)
+__device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
+                                                  int rows_valid, int tid)
 {
     const int rows = min(Cfg::kBlockM, rows_valid);
     for (int idx = tid; idx < rows * Cfg::kChunks; idx += Cfg::kNThreads) {
@@ -407,7 +397,7 @@ static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_s
 
 template <class Cfg, class Element, bool kCausal>
 __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
-    flash2_fwd_kernel(const __grid_constant__ Flash2FwdParams p)
+    fwd_kernel(const __grid_constant__ FwdParams p)
 {
     extern __shared__ __align__(kSmemAlign) unsigned char smem_raw[];
     SharedStorage<Cfg> &smem = *reinterpret_cast<SharedStorage<Cfg> *>(smem_raw);
@@ -587,10 +577,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
  * ------------------------------------------------------------------------------ */
 
 template <class Cfg, class Element, bool kCausal>
-static cudaError_t launch(const fx_fwd_args *a)
+cudaError_t launch(const fx_fwd_args *a)
 {
     const fx_problem *pr = a->p;
-    Flash2FwdParams p;
+    FwdParams p;
     p.q = a->q;
     p.k = a->k;
     p.v = a->v;
@@ -606,7 +596,7 @@ static cudaError_t launch(const fx_fwd_args *a)
     p.scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
 
     const size_t smem_bytes = sizeof(SharedStorage<Cfg>);
-    auto kernel = flash2_fwd_kernel<Cfg, Element, kCausal>;
+    auto kernel = fwd_kernel<Cfg, Element, kCausal>;
     // Past 48 KiB of dynamic shared memory a kernel must opt in.
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes);
@@ -619,13 +609,13 @@ static cudaError_t launch(const fx_fwd_args *a)
 }
 
 template <class Cfg, class Element>
-static cudaError_t launch_masking(const fx_fwd_args *a)
+cudaError_t launch_masking(const fx_fwd_args *a)
 {
     return a->p->causal ? launch<Cfg, Element, true>(a) : launch<Cfg, Element, false>(a);
 }
 
 template <class Cfg>
-static cudaError_t launch_dtype(const fx_fwd_args *a)
+cudaError_t launch_dtype(const fx_fwd_args *a)
 {
     switch (a->p->dtype) {
     case FX_BF16: return launch_masking<Cfg, __nv_bfloat16>(a);
@@ -634,36 +624,34 @@ static cudaError_t launch_dtype(const fx_fwd_args *a)
     }
 }
 
-/* The forward's kBlockM × kBlockN per head_dim, for the CPU model and its tests (stored
- * as ints: block_m, block_n of fx_flash2_tiles, flash2_model.h); {0, 0} for a head_dim
- * the stage does not build. */
-extern "C" void fx_flash2_fwd_tiles(int head_dim, int *block_m, int *block_n)
+template <class Cfg>
+fx_tiles_03 tiles_of(void)
 {
+    fx_tiles_03 t;
+    t.block_m = Cfg::kBlockM;
+    t.block_n = Cfg::kBlockN;
+    return t;
+}
+
+}  // namespace
+
+/* The forward's kBlockM × kBlockN per head_dim (model.h), for the CPU model and its tests;
+ * {0, 0} for a head_dim the stage does not build. */
+extern "C" fx_tiles_03 fx_fwd_tiles_03(int head_dim)
+{
+    fx_tiles_03 t = {0, 0};
     switch (head_dim) {
-    case 64:
-        *block_m = ConfigD64::kBlockM;
-        *block_n = ConfigD64::kBlockN;
-        return;
-    case 96:
-        *block_m = ConfigD96::kBlockM;
-        *block_n = ConfigD96::kBlockN;
-        return;
-    case 128:
-        *block_m = ConfigD128::kBlockM;
-        *block_n = ConfigD128::kBlockN;
-        return;
-    case 256:
-        *block_m = ConfigD256::kBlockM;
-        *block_n = ConfigD256::kBlockN;
-        return;
-    default:
-        *block_m = 0;
-        *block_n = 0;
-        return;
+    case 64: return tiles_of<ConfigD64>();
+    case 96: return tiles_of<ConfigD96>();
+    case 128: return tiles_of<ConfigD128>();
+    case 256: return tiles_of<ConfigD256>();
+    default: return t;
     }
 }
 
-extern "C" size_t fx_flash2_fwd_smem_bytes(int head_dim)
+/* The forward's dynamic shared memory per CTA in bytes at head_dim (0 for a head_dim the
+ * stage does not build): stage.c holds it against the GPU's opt-in limit. */
+extern "C" size_t fx_fwd_smem_bytes_03(int head_dim)
 {
     switch (head_dim) {
     case 64: return sizeof(SharedStorage<ConfigD64>);
@@ -674,7 +662,9 @@ extern "C" size_t fx_flash2_fwd_smem_bytes(int head_dim)
     }
 }
 
-extern "C" cudaError_t fx_flash2_forward(const fx_fwd_args *a)
+/* Enqueues the forward on a->stream: O (dtype) and LSE from Q, K, V; returns the launch
+ * error, or cudaErrorMisalignedAddress for a tensor the 16-byte copies cannot read. */
+extern "C" cudaError_t fx_fwd_03(const fx_fwd_args *a)
 {
     if (!aligned_for_chunks(a->q, &a->q_layout) || !aligned_for_chunks(a->k, &a->k_layout) ||
         !aligned_for_chunks(a->v, &a->v_layout) || !aligned_for_chunks(a->o, &a->o_layout))
