@@ -114,7 +114,7 @@ struct Pack<__half> {
 /* The dynamic shared-memory window is only promised 16-byte alignment; the tiles need the
  * 1024-byte swizzle atom. Returns the window's shared address rounded up (the launch
  * reserves kSwizzleAtomBytes of slack for it). */
-static __device__ __forceinline__ uint32_t smem_base_aligned(const void *smem_raw)
+__device__ __forceinline__ uint32_t smem_base_aligned(const void *smem_raw)
 {
     return (fx_smem_addr(smem_raw) + kSwizzleAtomBytes - 1) & ~(uint32_t)(kSwizzleAtomBytes - 1);
 }
@@ -143,8 +143,8 @@ struct FwdParams {
 /* Encodes the 4D map {head_dim, heads, seqlen, batch} of one tensor with boxes of
  * box_rows × 64 columns and the 128B swizzle; on failure prints the reason (a stride that is
  * not a multiple of 16 bytes, an unaligned base) and returns false. */
-static bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr, fx_layout l,
-                       int seqlen, int heads, int box_rows, const char *name)
+bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr, fx_layout l, int seqlen,
+                int heads, int box_rows, const char *name)
 {
     char why[256];
     const fx_tma_tiled t = fx_tma_tiled_qkv(base, pr->dtype, l, pr->batch, seqlen, heads,
@@ -158,7 +158,7 @@ static bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr,
 
 /* The kernel arguments of one forward call with Q/K/V boxes of block_m and block_n rows;
  * false (reason printed) when a tensor map cannot be encoded. */
-static bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_n)
+bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_n)
 {
     const fx_problem *pr = a->p;
     if (!encode_map(&p->tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, block_m, "Q") ||
@@ -183,8 +183,7 @@ static bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int
 /* Launches `kernel` on one CTA per (Q block, query head, batch) of Cfg's tile: the grid of
  * every stage before the persistent one (stage 09). */
 template <class Cfg, class Kernel>
-static cudaError_t launch_per_tile(Kernel kernel, const FwdParams &p, const fx_fwd_args *a,
-                                   int smem_bytes)
+cudaError_t launch_per_tile(Kernel kernel, const FwdParams &p, const fx_fwd_args *a, int smem_bytes)
 {
     // Past 48 KiB of dynamic shared memory a kernel must opt in.
     cudaError_t err =
@@ -200,7 +199,7 @@ static cudaError_t launch_per_tile(Kernel kernel, const FwdParams &p, const fx_f
 
 /* O stored without TMA (the CTAs whose rows see no key write 16-byte chunks of zeros) needs
  * 16-byte aligned rows; the tensor maps check Q, K, V and O for TMA. */
-static bool o_aligned(const void *o, const fx_layout *l)
+bool o_aligned(const void *o, const fx_layout *l)
 {
     return ((uintptr_t)o % kChunkBytes) == 0 && l->row_stride % kChunkElems == 0 &&
            l->head_stride % kChunkElems == 0 && l->batch_stride % kChunkElems == 0;
@@ -214,7 +213,7 @@ static bool o_aligned(const void *o, const fx_layout *l)
  * caps refuse those before a call).
  */
 template <template <class, class, bool> class Launch, class Cfg>
-static cudaError_t dispatch_dtype_mask(const fx_fwd_args *a)
+cudaError_t dispatch_dtype_mask(const fx_fwd_args *a)
 {
     const bool causal = a->p->causal;
     switch (a->p->dtype) {
@@ -228,7 +227,7 @@ static cudaError_t dispatch_dtype_mask(const fx_fwd_args *a)
 }
 
 template <template <class, class, bool> class Launch, class C64, class C128, class C256>
-static cudaError_t dispatch_forward(const fx_fwd_args *a)
+cudaError_t dispatch_forward(const fx_fwd_args *a)
 {
     if (!o_aligned(a->o, &a->o_layout))
         return cudaErrorMisalignedAddress;
@@ -242,7 +241,7 @@ static cudaError_t dispatch_forward(const fx_fwd_args *a)
 
 /* Dynamic shared memory per CTA at this head_dim, given the three tiles' bytes; 0 for a
  * head_dim the stage does not build. */
-static size_t smem_bytes_for(int head_dim, int bytes_d64, int bytes_d128, int bytes_d256)
+size_t smem_bytes_for(int head_dim, int bytes_d64, int bytes_d128, int bytes_d256)
 {
     switch (head_dim) {
     case 64: return (size_t)bytes_d64;

@@ -123,15 +123,3 @@ int fx_check_hopper_fwd(const fx_problem *p, const char *stage_id, size_t smem_b
                                why, why_len);
 }
 
-int fx_check_ffma_softmax_scale(const fx_problem *p, const char *stage_id, char *why,
-                                size_t why_len)
-{
-    if (p->softmax_scale <= FX_FFMA_SOFTMAX_MAX_SCALE)
-        return 0;
-    snprintf(why, why_len,
-             "%s takes softmax_scale up to %g (got %g): its softmax folds the scale into one fp32 "
-             "FFMA per score, exp2(S*scale*log2e - m*scale*log2e), and at larger |m*scale| the "
-             "rounding of m*scale*log2e overflows P (fx_stage.h, FX_FFMA_SOFTMAX_MAX_SCALE)",
-             stage_id, FX_FFMA_SOFTMAX_MAX_SCALE, p->softmax_scale);
-    return 2;
-}

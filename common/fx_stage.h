@@ -139,28 +139,6 @@ int fx_check_hopper_fwd(const fx_problem *p, const char *stage_id, size_t smem_b
         .limits = (LIMITS),                                                                        \
     }
 
-/* The largest softmax_scale the tensor-core stages (03-08) take. Their softmax folds the
- * scale into one fp32 FFMA per score, P = exp2(S·c − m·c) with c = scale·log2(e) and m·c
- * rounded once per row, as FlashAttention does; the row maximum's P is then 2^(−e), e the
- * rounding error of m·c, which is no longer near 1 once |m·c| reaches ~2^24 and overflows
- * fp16 (or, further, fp32) beyond: NaN. (The online rescale of a row that spans several
- * K/V blocks must use the same rounded m·c, or ℓ drifts once per block: stage 03 forms
- * it with __fmul_rn, docs/03_flash2.md "The LSE must match the forward's P"; stages
- * 04-08 still fuse it.) This limit keeps the result finite, not within the pass rule:
- * measured on stage 03's CPU model (same arithmetic), seqlen 300: every dist, dtype and
- * head_dim passes at scale 3e4, head_dim 256 fp16 large-logits fails at 1e5, normal
- * inputs at 1e8; but at seqlen 256, head_dim 128, fp16 large-logits (|m·c| ≈ 1e4 and
- * up) O misses its bound from scale 4 (by 1.01×) and at 100 (by 1.8×), while 1000
- * passes: where the rounding of m·c is ~1e-3 the margin depends on shape and seed
- * (docs/03_flash2.md, "A known limit remains"). 1000 covers every scale a model uses
- * (1/sqrt(head_dim) ≤ 1). */
-#define FX_FFMA_SOFTMAX_MAX_SCALE 1000.0
-
-/* 0 when p->softmax_scale <= FX_FFMA_SOFTMAX_MAX_SCALE, else 2 with a message naming the
- * stage, the limit and the reason in `why`. Needs no GPU. */
-int fx_check_ffma_softmax_scale(const fx_problem *p, const char *stage_id, char *why,
-                                size_t why_len);
-
 /* Writes the capabilities into buf (len bytes, truncated to fit) as --help prints them,
  * one "  key:      value" line each; scripts/gen_readme_stages.sh parses those lines. */
 void fx_caps_describe(const fx_stage *s, char *buf, size_t len);

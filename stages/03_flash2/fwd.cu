@@ -24,6 +24,7 @@
  * row i sees key j iff j <= i + seqlen_k - seqlen_q. A row that sees no key gets
  * O = 0 and LSE = -inf.
  */
+#include "model.h"
 #include "traits.cuh"
 
 // Stages linked into one program define the same names: internal linkage keeps them apart.
@@ -207,6 +208,40 @@ __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
     return la;
 }
 
+/* From |m·scale_log2| = 2^24 on (where fp32's ulp is 2), the FFMA-folded exponent of the row
+ * maximum, fma(m, c, −round(m·c)) = the rounding error of m·c, can reach 1 and grows without
+ * bound beyond (P overflows to inf and O to NaN at |m·c| ~ 2^31, for logits a finite input
+ * can make). There the softmax takes the exact path: the choice is per warp and per K/V block
+ * (one vote), so the fast path costs a compare per row. */
+constexpr float kSoftmaxExactFrom = 0x1p24f;
+static_assert(kSoftmaxExactFrom == FX_MODEL_SOFTMAX_EXACT_FROM, "the CPU model's threshold");
+
+/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ. kExact: one rounded product
+ * per score, then the subtraction — the maximum's exponent is exactly 0 and no exponent is
+ * positive (rounding is monotone), so P <= 1 for every finite input; else one FFMA per score,
+ * whose maximum has P = 2^(±half an ulp of m·c), within a factor 2 of 1 below 2^24. */
+template <class Cfg, bool kExact>
+__device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
+                                            float (&row_sum)[Cfg::kMTiles][2],
+                                            const float (&m_scaled)[Cfg::kMTiles][2],
+                                            float scale_log2)
+{
+#pragma unroll
+    for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int n = 0; n < Cfg::kNTiles; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float s = acc_s[i][n][2 * h + e];
+                    const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[i][h])
+                                           : fx_ex2(fmaf(s, scale_log2, -m_scaled[i][h]));
+                    acc_s[i][n][2 * h + e] = p;
+                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
+                }
+}
+
 /*
  * One K/V block for the warp's kRowsPerWarp rows. kMask: the block crosses the causal
  * diagonal or the end of seqlen_k, so scores of keys a row may not see become -inf.
@@ -304,6 +339,14 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     }
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
+    // P = exp(scale·(S − m)) = 2^(S·c − round(m·c)), c = scale_log2, one FFMA and one EX2 per
+    // score (softmax_exp says when the exact path takes over). alpha = exp(m_old − m_new)
+    // rescales what was accumulated so far from the same ROUNDED products as P,
+    // 2^(round(m_old·c) − round(m_new·c)) (__fmul_rn: not fused into an FFMA with the
+    // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
+    // (docs/03_flash2.md, "The LSE must match the forward's P").
+    float m_scaled[kM][2];
+    bool exact = false;
 #pragma unroll
     for (int i = 0; i < kM; ++i)
 #pragma unroll
@@ -317,18 +360,8 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
             m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
             // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
-            const float m_scaled = (m_new == -INFINITY ? 0.f : m_new) * scale_log2;
-            // exp(m_old − m_new) rescales what was accumulated so far (0 on the first block).
-            // The P already in ℓ and O were 2^(S·scale_log2 − m_scaled_old), m_scaled_old the
-            // ROUNDED m_old·scale_log2, so alpha must be 2^(m_scaled_old − m_scaled): form
-            // the product rounded, as it was then (__fmul_rn), not fused into an FFMA with
-            // the subtraction. Fused, each rescale leaves the old terms off by m_old·c's
-            // rounding error, ℓ drifts from the P the backward recomputes from the LSE, and
-            // with fp16 large logits at softmax_scale 2 (|m·c| ≈ 7·10³, seqlen 1024, head_dim
-            // 128) the backward's dV missed its pass rule by 2.3× (docs/03_flash2.md,
-            // "Backward / The LSE must match the forward's P"). O is unaffected either way:
-            // it and ℓ are rescaled by the same alpha.
-            const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled);
+            m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+            const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha;
 #pragma unroll
@@ -336,16 +369,12 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
                 acc_o[i][d][2 * h] *= alpha;
                 acc_o[i][d][2 * h + 1] *= alpha;
             }
-            // P = exp(scale·(S − m)) = 2^(S·scale_log2 − m·scale_log2): one FFMA and one EX2.
-#pragma unroll
-            for (int n = 0; n < Cfg::kNTiles; ++n)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float p = fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled));
-                    acc_s[i][n][2 * h + e] = p;
-                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
-                }
+            exact = exact || !(fabsf(m_scaled[i][h]) < kSoftmaxExactFrom);  // NaN: exact
         }
+    if (__any_sync(kFullWarp, exact))
+        softmax_exp<Cfg, true>(acc_s, row_sum, m_scaled, scale_log2);
+    else
+        softmax_exp<Cfg, false>(acc_s, row_sum, m_scaled, scale_log2);
 
         // ---- O += P·V, P converted from the S accumulators in registers ----
 #pragma unroll

@@ -132,8 +132,14 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                         row_sum *= alpha;
                         for (int col = 0; col < head_dim; ++col)
                             acc_o[col] *= alpha;
+                        /* The kernel's exact path (fwd.cu, softmax_exp), which it takes for a
+                         * whole warp when any of its rows reaches kSoftmaxExactFrom; here the
+                         * row decides alone. */
+                        const bool exact = !(fabsf(m_scaled) < FX_MODEL_SOFTMAX_EXACT_FROM);
                         for (int c = 0; c < kBlockN; ++c) {
-                            const float P = exp2f(fmaf(S[c], scale_log2, -m_scaled));
+                            const float s_scaled = S[c] * scale_log2; /* rounded on its own */
+                            const float P = exact ? exp2f(s_scaled - m_scaled)
+                                                  : exp2f(fmaf(S[c], scale_log2, -m_scaled));
                             row_sum += P;
                             if (key0 + c >= seqlen_k)
                                 continue; /* P = 0; V zero-filled there */

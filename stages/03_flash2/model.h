@@ -21,6 +21,10 @@
 extern "C" {
 #endif
 
+/* |m·scale·log2 e| from which the forward's softmax takes its exact path (fwd.cu's
+ * kSoftmaxExactFrom, 2^24; the kernel asserts the two are equal). */
+#define FX_MODEL_SOFTMAX_EXACT_FROM 0x1p24f
+
 /* One launch's tile: kBlockM query rows by kBlockN keys. */
 typedef struct fx_tiles_03 {
     int block_m; /* kBlockM */

@@ -42,8 +42,7 @@
 
 #include "traits.cuh"
 
-// Internal linkage for everything below: the programs of later stages link this stage's
-// library beside their own, which define the same names.
+// Stages linked into one program define the same names: internal linkage keeps them apart.
 namespace {
 
 /* ---------------------------------------------------------------------------------
@@ -134,7 +133,7 @@ using ConfigD256 = Config<256, 128, 64, 8, 1, 2>;
  * Then one mbarrier per buffer that TMA fills (8 bytes each, 8-aligned).
  * ------------------------------------------------------------------------------ */
 
-static constexpr int kSmemAlign = FX_SWIZZLE128_ATOM_BYTES;  // 1024: the swizzle's period
+constexpr int kSmemAlign = FX_SWIZZLE128_ATOM_BYTES;  // 1024: the swizzle's period
 
 template <class Cfg>
 struct SharedStorage {
@@ -148,18 +147,18 @@ struct SharedStorage {
 /* Dynamic shared memory is only promised 16-byte alignment; the kernel rounds its base up
  * to kSmemAlign, inside this much slack. */
 template <class Cfg>
-static constexpr size_t smem_bytes_of(void)
+constexpr size_t smem_bytes_of(void)
 {
     return sizeof(SharedStorage<Cfg>) + kSmemAlign;
 }
 
 // The most dynamic shared memory one CTA may have on Hopper (sm_90: 227 KiB), and what
 // one SM has for all its CTAs (228 KiB, of which the system reserves 1 KiB per CTA).
-static constexpr size_t kMaxSmemPerBlockHopper = FX_SMEM_PER_BLOCK_OPTIN_SM90;
-static constexpr size_t kMaxSmemPerSmHopper = 228 * 1024;
-static constexpr size_t kReservedSmemPerBlock = 1024;
+constexpr size_t kMaxSmemPerBlockHopper = FX_SMEM_PER_BLOCK_OPTIN_SM90;
+constexpr size_t kMaxSmemPerSmHopper = 228 * 1024;
+constexpr size_t kReservedSmemPerBlock = 1024;
 template <class Cfg>
-static constexpr bool smem_fits(void)
+constexpr bool smem_fits(void)
 {
     return smem_bytes_of<Cfg>() <= kMaxSmemPerBlockHopper &&
            Cfg::kMinBlocksPerSm * (smem_bytes_of<Cfg>() + kReservedSmemPerBlock) <=
@@ -200,7 +199,7 @@ struct FwdParams {
  * pointers derived from it then occupied per-thread registers through the whole mainloop
  * (which spilled at head_dim 96 and 128); the multiply-high stays CTA-uniform.
  */
-static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_t q_per_kv_mul)
+__device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_t q_per_kv_mul)
 {
     return q_per_kv == 1 ? head : (int)__umulhi((uint32_t)head, q_per_kv_mul);
 }
@@ -220,8 +219,8 @@ static __device__ __forceinline__ int kv_head_of(int head, int q_per_kv, uint32_
  * them first with expect_tx. Called by one thread.
  */
 template <class Cfg, int kRows>
-static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUtensorMap *map,
-                                                 uint32_t bar, int row0, int head, int batch)
+__device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUtensorMap *map, uint32_t bar,
+                                          int row0, int head, int batch)
 {
     constexpr uint32_t kSlabBytes = kRows * Cfg::kSmemRowBytes;
 #pragma unroll
@@ -239,9 +238,9 @@ static __device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUten
  * the key; whole lines are added — here a line is a row of the next 64-column slab,
  * kSlabBytes further — so the compiler keeps at most four XORed values alive and folds
  * the rest into the instruction's immediate offset. */
-static constexpr int kStepsPerLine = kSwizzleChunks / 2;  // k16 steps per line
+constexpr int kStepsPerLine = kSwizzleChunks / 2;  // k16 steps per line
 template <int kSlabBytes>
-static __device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
+__device__ __forceinline__ uint32_t swizzled_step(int step, uint32_t key)
 {
     return (((step % kStepsPerLine) * 2 * kChunkBytes) ^ key) + (step / kStepsPerLine) * kSlabBytes;
 }
@@ -258,7 +257,7 @@ struct LaneAddrs {
 /* Made afresh for every K/V block from the uncached thread index, rather than kept in
  * registers across the mainloop: five integer values, recomputed in a dozen instructions. */
 template <class Cfg>
-static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
+__device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
 {
     const int lane_r8 = lane % 8, lane_m = (lane / 8) % 2, lane_hi = lane / 16;
     LaneAddrs la;
@@ -268,6 +267,39 @@ static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, in
     la.key_a = (uint32_t)((lane_hi ^ lane_r8) * kChunkBytes);
     la.key_b = (uint32_t)((lane_m ^ lane_r8) * kChunkBytes);
     return la;
+}
+
+/* From |m·scale_log2| = 2^24 on (where fp32's ulp is 2), the FFMA-folded exponent of the row
+ * maximum, fma(m, c, −round(m·c)) = the rounding error of m·c, can reach 1 and grows without
+ * bound beyond (P overflows to inf and O to NaN at |m·c| ~ 2^31, for logits a finite input
+ * can make). There the softmax takes the exact path: the choice is per warp and per K/V block
+ * (one vote), so the fast path costs a compare per row. */
+constexpr float kSoftmaxExactFrom = 0x1p24f;
+
+/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ. kExact: one rounded product
+ * per score, then the subtraction — the maximum's exponent is exactly 0 and no exponent is
+ * positive (rounding is monotone), so P <= 1 for every finite input; else one FFMA per score,
+ * whose maximum has P = 2^(±half an ulp of m·c), within a factor 2 of 1 below 2^24. */
+template <class Cfg, bool kExact>
+__device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
+                                            float (&row_sum)[Cfg::kMTiles][2],
+                                            const float (&m_scaled)[Cfg::kMTiles][2],
+                                            float scale_log2)
+{
+#pragma unroll
+    for (int i = 0; i < Cfg::kMTiles; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int n = 0; n < Cfg::kNTiles; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const float s = acc_s[i][n][2 * h + e];
+                    const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[i][h])
+                                           : fx_ex2(fmaf(s, scale_log2, -m_scaled[i][h]));
+                    acc_s[i][n][2 * h + e] = p;
+                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
+                }
 }
 
 /*
@@ -302,41 +334,12 @@ static __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, in
  *   a[3] = (acc_s[i][2kk+1][2], acc_s[i][2kk+1][3])   row g+8, keys 8+2t, 8+2t+1
  * — the accumulator of two adjacent n8 tiles is exactly the A fragment of one k16 step.
  */
-/* From |m·scale_log2| = 2^24 (fp32's ulp is 2 there) the FFMA-folded exponent of the row
- * maximum can reach 1 and, further on, overflow P: the exact path takes over (stage 05's
- * softmax state explains both paths). */
-constexpr float kSoftmaxExactFrom = 0x1p24f;
-
-/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ; kExact: one rounded product
- * per score, then the subtraction (P <= 1, the maximum's exactly 1), else one FFMA per
- * score. */
-template <class Cfg, bool kExact>
-static __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
-                                                   float (&row_sum)[Cfg::kMTiles][2],
-                                                   const float (&m_scaled)[Cfg::kMTiles][2],
-                                                   float scale_log2)
-{
-#pragma unroll
-    for (int i = 0; i < Cfg::kMTiles; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int n = 0; n < Cfg::kNTiles; ++n)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float s = acc_s[i][n][2 * h + e];
-                    const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[i][h])
-                                           : fx_ex2(fmaf(s, scale_log2, -m_scaled[i][h]));
-                    acc_s[i][n][2 * h + e] = p;
-                    row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
-                }
-}
-
 template <class Cfg, class Element, bool kCausal, bool kMask>
-static __device__ __forceinline__ void attention_block(
-    float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4], float (&row_max)[Cfg::kMTiles][2],
-    float (&row_sum)[Cfg::kMTiles][2], uint32_t sQ, uint32_t sK, uint32_t sV, int n_block,
-    int m_block, int seqlen_q, int seqlen_k, float scale_log2)
+__device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4],
+                                                float (&row_max)[Cfg::kMTiles][2],
+                                                float (&row_sum)[Cfg::kMTiles][2], uint32_t sQ,
+                                                uint32_t sK, uint32_t sV, int n_block, int m_block,
+                                                int seqlen_q, int seqlen_k, float scale_log2)
 {
     using Ops = ElementOps<Element>;
     constexpr int kM = Cfg::kMTiles;
@@ -398,9 +401,12 @@ static __device__ __forceinline__ void attention_block(
     }
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
-    // P = exp(scale·(S − m)) = 2^(S·c − m·c), c = scale_log2; stage 05's softmax state says
-    // why round(m·c) is formed on its own (__fmul_rn) for alpha, and why the exact path takes
-    // over from |m·c| = kSoftmaxExactFrom.
+    // P = exp(scale·(S − m)) = 2^(S·c − round(m·c)), c = scale_log2, one FFMA and one EX2 per
+    // score (softmax_exp says when the exact path takes over). alpha = exp(m_old − m_new)
+    // rescales what was accumulated so far from the same ROUNDED products as P,
+    // 2^(round(m_old·c) − round(m_new·c)) (__fmul_rn: not fused into an FFMA with the
+    // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
+    // (docs/03_flash2.md, "The LSE must match the forward's P").
     float m_scaled[kM][2];
     bool exact = false;
 #pragma unroll
@@ -417,8 +423,6 @@ static __device__ __forceinline__ void attention_block(
             // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
             m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);
-            // exp(m_old − m_new) rescales what was accumulated so far (0 on the first block),
-            // from the same rounded products as P.
             const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha;
@@ -465,8 +469,8 @@ static __device__ __forceinline__ void attention_block(
 
 /* A causal block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
-                                                         int rows_valid, int tid)
+__device__ __forceinline__ void write_empty_block(Element *O, int o_row_stride, float *LSE,
+                                                  int rows_valid, int tid)
 {
     const int rows = min(Cfg::kBlockM, rows_valid);
     for (int idx = tid; idx < rows * Cfg::kChunks; idx += Cfg::kNThreads) {
@@ -716,8 +720,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
 
 /* The request for one tensor's map: [batch, seqlen, heads, head_dim] with boxes of
  * box_rows × 64 columns, 128B swizzle (fx_tma_tiled_qkv). */
-static fx_tma_tiled tma_request(const void *base, const fx_problem *pr, fx_layout l, int seqlen,
-                                int heads, int box_rows)
+fx_tma_tiled tma_request(const void *base, const fx_problem *pr, fx_layout l, int seqlen, int heads,
+                         int box_rows)
 {
     return fx_tma_tiled_qkv(base, pr->dtype, l, pr->batch, seqlen, heads, pr->head_dim,
                             (uint32_t)box_rows, (uint32_t)kSwizzleRowElems);
@@ -725,7 +729,7 @@ static fx_tma_tiled tma_request(const void *base, const fx_problem *pr, fx_layou
 
 /* Encodes one map; the reason of a failure goes to stderr (the cudaError alone would not
  * name it). No driver (FX_TMA_NO_DRIVER) cannot happen once a device was opened. */
-static cudaError_t encode(CUtensorMap *map, const char *name, const fx_tma_tiled *t)
+cudaError_t encode(CUtensorMap *map, const char *name, const fx_tma_tiled *t)
 {
     char why[256];
     const int rc = fx_tma_encode_tiled(map, t, why, sizeof why);
@@ -736,7 +740,7 @@ static cudaError_t encode(CUtensorMap *map, const char *name, const fx_tma_tiled
 }
 
 template <class Cfg, class Element, bool kCausal>
-static cudaError_t launch(const fx_fwd_args *a)
+cudaError_t launch(const fx_fwd_args *a)
 {
     const fx_problem *pr = a->p;
     FwdParams p;
@@ -785,13 +789,13 @@ static cudaError_t launch(const fx_fwd_args *a)
 }
 
 template <class Cfg, class Element>
-static cudaError_t launch_masking(const fx_fwd_args *a)
+cudaError_t launch_masking(const fx_fwd_args *a)
 {
     return a->p->causal ? launch<Cfg, Element, true>(a) : launch<Cfg, Element, false>(a);
 }
 
 template <class Cfg>
-static cudaError_t launch_dtype(const fx_fwd_args *a)
+cudaError_t launch_dtype(const fx_fwd_args *a)
 {
     switch (a->p->dtype) {
     case FX_BF16: return launch_masking<Cfg, __nv_bfloat16>(a);

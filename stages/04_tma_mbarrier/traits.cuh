@@ -1,12 +1,12 @@
 /*
- * traits.cuh — stage 04's copy of what stage 03 kept in flash2_common.cuh: the
+ * traits.cuh — stage 04's copy of what stage 03 keeps in its traits.cuh: the
  * mma/swizzle constants, the swizzled tile address and the element-type operations. One
  * stage, one definition; the stage folder still holds every line its kernel runs
  * (DESIGN.md, "Stage map"). What differs from stage 03's header is the tile address:
  * TMA writes a tile as 64-column slabs of 128-byte rows (swizzled_offset below).
  */
-#ifndef FX_STAGE04_TMA_COMMON_CUH
-#define FX_STAGE04_TMA_COMMON_CUH
+#ifndef FX_STAGE04_TRAITS_CUH
+#define FX_STAGE04_TRAITS_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,27 +16,28 @@
 #include "ptx/mma_sm80.cuh"
 #include "ptx/wgmma_desc.h"  // fx_swizzle128_offset: the 128B swizzle that TMA writes
 
-namespace {  // internal linkage: the stages linked into one program define the same names
+// Stages linked into one program define the same names: internal linkage keeps them apart.
+namespace {
 
-static constexpr int kWarpSize = 32;
-static constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullWarp = 0xffffffffu;  // every lane takes part in a shuffle
 // One mma.sync.m16n8k16: a 16×16 A tile times a 16×8 B tile into a 16×8 fp32 tile.
-static constexpr int kMmaM = 16;
-static constexpr int kMmaN = 8;
-static constexpr int kMmaK = 16;
+constexpr int kMmaM = 16;
+constexpr int kMmaN = 8;
+constexpr int kMmaK = 16;
 // The lanes of one row of an mma accumulator: lanes 4g..4g+3 hold row g (and g+8).
-static constexpr int kLanesPerRow = 4;
+constexpr int kLanesPerRow = 4;
 // A 16-byte chunk is the unit of every ldmatrix row and of the swizzle: 8 b16 elements.
-static constexpr int kChunkBytes = 16;
-static constexpr int kChunkElems = 8;
-static constexpr int kElemBytes = 2;  // bf16 and fp16
+constexpr int kChunkBytes = 16;
+constexpr int kChunkElems = 8;
+constexpr int kElemBytes = 2;  // bf16 and fp16
 // Shared memory has 32 banks of 4 bytes: 128 bytes, i.e. 8 chunks, are one bank sweep.
 // It is also the span of TMA's 128-byte swizzle: a box row is at most 128 bytes.
-static constexpr int kSwizzleChunks = 8;
-static constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
-static constexpr int kSwizzleRowBytes = kSwizzleChunks * kChunkBytes;  // 128 bytes
+constexpr int kSwizzleChunks = 8;
+constexpr int kSwizzleRowElems = kSwizzleChunks * kChunkElems;  // 64 elements
+constexpr int kSwizzleRowBytes = kSwizzleChunks * kChunkBytes;  // 128 bytes
 
-static constexpr int ceil_div_constexpr(int a, int b)
+constexpr int ceil_div(int a, int b)
 {
     return (a + b - 1) / b;
 }
@@ -45,7 +46,7 @@ static constexpr int ceil_div_constexpr(int a, int b)
  * wrote with the 128-byte swizzle: slab chunk / 8 (kRows × 128 bytes each), then chunk
  * chunk % 8 of the slab's row, stored at chunk (chunk % 8) ^ (row % 8). */
 template <int kRows>
-static __device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
+__device__ __forceinline__ uint32_t swizzled_offset(int row, int chunk)
 {
     return (uint32_t)(chunk / kSwizzleChunks) * (kRows * kSwizzleRowBytes) +
            fx_swizzle128_offset((uint32_t)row, (uint32_t)(chunk % kSwizzleChunks) * kChunkBytes);
@@ -89,7 +90,7 @@ struct ElementOps<__half> {
  * spilled in stage 03. An asm volatile read cannot be hoisted, so what derives from it is
  * recomputed where it is used: a few integer instructions per K/V block, no spills.
  */
-static __device__ __forceinline__ int thread_index_uncached(void)
+__device__ __forceinline__ int thread_index_uncached(void)
 {
     int t;
     asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));

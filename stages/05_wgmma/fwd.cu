@@ -19,8 +19,7 @@
  */
 #include "fx_fwd_sm90.cuh"
 
-// Internal linkage for everything below: the programs of later stages link this stage's
-// library beside their own, which define the same names.
+// Stages linked into one program define the same names: internal linkage keeps them apart.
 namespace {
 
 /* ---------------------------------------------------------------------------------
@@ -122,7 +121,7 @@ constexpr uint32_t kEpilogueThreads = kWarpgroupThreads;
  * ------------------------------------------------------------------------------ */
 
 template <class Cfg>
-static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
+__device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
 {
     const uint32_t addr =
         sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes +
@@ -131,7 +130,7 @@ static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int
 }
 
 template <class Cfg>
-static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
+__device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
     const uint32_t addr =
         sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
@@ -139,7 +138,7 @@ static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 }
 
 template <class Cfg>
-static __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
+__device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
 {
     return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
                                   (uint32_t)Cfg::kSlabKVBytes);
@@ -162,7 +161,7 @@ struct PipelineState {
 };
 
 template <int kStages>
-static __device__ __forceinline__ void advance(PipelineState &s)
+__device__ __forceinline__ void advance(PipelineState &s)
 {
     if (++s.stage == kStages) {
         s.stage = 0;
@@ -180,8 +179,8 @@ static __device__ __forceinline__ void advance(PipelineState &s)
  * {64·slab, head, row0, batch} of the map {head_dim, heads, seqlen, batch}. Rows past the
  * tensor's seqlen are zero-filled by TMA and still count as delivered bytes. */
 template <class Cfg>
-static __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                                 int rows, int head, int row0, int batch)
+__device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                          int rows, int head, int row0, int batch)
 {
     fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * Cfg::kHeadDim * kElemBytes));
 #pragma unroll
@@ -194,9 +193,9 @@ static __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap
  * on) first waits until every consumer warp has released the stage: its empty barriers' phase
  * for the pass before has the parity write.phase ^ 1. */
 template <class Cfg>
-static __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
-                                               PipelineState write, bool refill, int n_block,
-                                               int head_kv, int batch)
+__device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                        PipelineState write, bool refill, int n_block, int head_kv,
+                                        int batch)
 {
     if (refill)
         fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
@@ -225,7 +224,7 @@ struct BlockRange {
 };
 
 template <class Cfg, bool kCausal>
-static __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int seqlen_k)
+__device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int seqlen_k)
 {
     BlockRange r;
     r.n_block_max = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -256,8 +255,8 @@ static __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen
  * first key (n_block·kBlockN + 2t).
  */
 template <class Cfg, bool kCausal>
-static __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
-                                                  int seqlen_q, int seqlen_k)
+__device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
+                                           int seqlen_q, int seqlen_k)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -298,7 +297,7 @@ struct SoftmaxState {
     float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
 };
 
-static __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
+__device__ __forceinline__ void softmax_init(SoftmaxState &sm)
 {
     for (int h = 0; h < 2; ++h) {
         sm.row_max[h] = -INFINITY;
@@ -309,8 +308,8 @@ static __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
 /* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ; kExact: the exact path
  * (one rounded product per score, then the subtraction), else one FFMA per score. */
 template <class Cfg, bool kExact>
-static __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
-                                                   const float (&m_scaled)[2], float scale_log2)
+__device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                            const float (&m_scaled)[2], float scale_log2)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -330,8 +329,8 @@ static __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc
  * exp(m_old − m_new) per row, by which O must be rescaled (softmax_rescale_o) once no wgmma
  * is writing O. */
 template <class Cfg>
-static __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
-                                                      float (&alpha)[2], float scale_log2)
+__device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                               float (&alpha)[2], float scale_log2)
 {
     float m_scaled[2];
 #pragma unroll
@@ -360,8 +359,8 @@ static __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&
 
 /* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
 template <class Cfg>
-static __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
-                                                         const float (&alpha)[2])
+__device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
+                                                  const float (&alpha)[2])
 {
 #pragma unroll
     for (int d = 0; d < Cfg::kDTiles; ++d)
@@ -377,9 +376,8 @@ static __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAc
  * (NaN inputs) gets LSE = -inf too, as in FlashAttention; its O stays NaN (NaN · 0), so the
  * NaN is not hidden. */
 template <class Cfg>
-static __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm,
-                                                        float (&acc_o)[Cfg::kAccO],
-                                                        float softmax_scale, float (&lse)[2])
+__device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (&acc_o)[Cfg::kAccO],
+                                                 float softmax_scale, float (&lse)[2])
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -412,8 +410,8 @@ static __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm,
 /* Issues S = Q·K_jᵀ: head_dim/16 SS wgmmas into acc_s (overwritten by the first), one
  * commit group. The caller fences before and waits after. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
-                                               int consumer)
+__device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
+                                        int consumer)
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
@@ -426,9 +424,8 @@ static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint3
  * fragments must stay untouched until the group has completed (the tensor cores read them
  * asynchronously). */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
-                                                const uint32_t (&p_frag)[Cfg::kPFrags][4],
-                                                uint32_t sV)
+__device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
+                                         const uint32_t (&p_frag)[Cfg::kPFrags][4], uint32_t sV)
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kPFrags; ++kk)
@@ -438,8 +435,8 @@ static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
 
 /* P (fp32, in acc_s) to the 16-bit A fragments of the PV wgmma (layout drawn above). */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
-                                              uint32_t (&p_frag)[Cfg::kPFrags][4])
+__device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
+                                       uint32_t (&p_frag)[Cfg::kPFrags][4])
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kPFrags; ++kk)
@@ -462,8 +459,8 @@ struct ConsumerCtx {
 };
 
 template <class Cfg>
-static __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int consumer,
-                                                                int warp_in_wg, int lane)
+__device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int consumer,
+                                                         int warp_in_wg, int lane)
 {
     ConsumerCtx c;
     c.consumer = consumer;
@@ -489,12 +486,11 @@ static __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams 
  * seqlen_k mask. This warp releases K and V each once the wgmmas reading it have completed
  * (wait_group 0). */
 template <class Cfg, class Element, bool kCausal, bool kMask>
-static __device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
-                                                     PipelineState read, int n_block,
-                                                     float (&acc_s)[Cfg::kAccS],
-                                                     float (&acc_o)[Cfg::kAccO],
-                                                     uint32_t (&p_frag)[Cfg::kPFrags][4],
-                                                     SoftmaxState &sm)
+__device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
+                                              PipelineState read, int n_block,
+                                              float (&acc_s)[Cfg::kAccS],
+                                              float (&acc_o)[Cfg::kAccO],
+                                              uint32_t (&p_frag)[Cfg::kPFrags][4], SoftmaxState &sm)
 {
     // ---- S = Q·Kᵀ, once K has landed ----
     fx_mbarrier_wait(fx_smem_addr(&smem.k_full[read.stage]), read.phase);
@@ -540,9 +536,9 @@ static __device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, Share
  * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
  */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
-                                                SharedStorage<Cfg> &smem,
-                                                float (&acc_o)[Cfg::kAccO], const SoftmaxState &sm)
+__device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
+                                         SharedStorage<Cfg> &smem, float (&acc_o)[Cfg::kAccO],
+                                         const SoftmaxState &sm)
 {
     float lse[2];
     softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
@@ -590,8 +586,8 @@ static __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdP
 /* A causal Q block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf,
  * written by every thread of the CTA in 16-byte chunks, before any barrier or load. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(const FwdParams &p, int m_block, int head,
-                                                         int batch, int tid)
+__device__ __forceinline__ void write_empty_block(const FwdParams &p, int m_block, int head,
+                                                  int batch, int tid)
 {
     constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
     Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +

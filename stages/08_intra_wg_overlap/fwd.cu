@@ -21,8 +21,7 @@
 
 #include "fx_fwd_sm90.cuh"
 
-// Internal linkage for everything below: the programs of later stages link this stage's
-// library beside their own, which define the same names.
+// Stages linked into one program define the same names: internal linkage keeps them apart.
 namespace {
 
 /* ---------------------------------------------------------------------------------
@@ -139,7 +138,7 @@ constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
  * ------------------------------------------------------------------------------ */
 
 template <class Cfg>
-static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
+__device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
 {
     const uint32_t addr =
         sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes +
@@ -148,7 +147,7 @@ static __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int
 }
 
 template <class Cfg>
-static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
+__device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
     const uint32_t addr =
         sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
@@ -156,7 +155,7 @@ static __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 }
 
 template <class Cfg>
-static __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
+__device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
 {
     return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
                                   (uint32_t)Cfg::kSlabKVBytes);
@@ -179,7 +178,7 @@ struct PipelineState {
 };
 
 template <int kStages>
-static __device__ __forceinline__ void advance(PipelineState &s)
+__device__ __forceinline__ void advance(PipelineState &s)
 {
     if (++s.stage == kStages) {
         s.stage = 0;
@@ -197,8 +196,8 @@ static __device__ __forceinline__ void advance(PipelineState &s)
  * {64·slab, head, row0, batch} of the map {head_dim, heads, seqlen, batch}. Rows past the
  * tensor's seqlen are zero-filled by TMA and still count as delivered bytes. */
 template <class Cfg>
-static __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                                 int rows, int head, int row0, int batch)
+__device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                          int rows, int head, int row0, int batch)
 {
     fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * Cfg::kHeadDim * kElemBytes));
 #pragma unroll
@@ -211,9 +210,9 @@ static __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap
  * on) first waits until every consumer warp has released the stage: its empty barriers' phase
  * for the pass before has the parity write.phase ^ 1. */
 template <class Cfg>
-static __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
-                                               PipelineState write, bool refill, int n_block,
-                                               int head_kv, int batch)
+__device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                        PipelineState write, bool refill, int n_block, int head_kv,
+                                        int batch)
 {
     if (refill)
         fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
@@ -242,7 +241,7 @@ struct BlockRange {
 };
 
 template <class Cfg, bool kCausal>
-static __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int seqlen_k)
+__device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int seqlen_k)
 {
     BlockRange r;
     r.n_block_max = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
@@ -273,8 +272,8 @@ static __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen
  * first key (n_block·kBlockN + 2t).
  */
 template <class Cfg, bool kCausal>
-static __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
-                                                  int seqlen_q, int seqlen_k)
+__device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
+                                           int seqlen_q, int seqlen_k)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -315,7 +314,7 @@ struct SoftmaxState {
     float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
 };
 
-static __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
+__device__ __forceinline__ void softmax_init(SoftmaxState &sm)
 {
     for (int h = 0; h < 2; ++h) {
         sm.row_max[h] = -INFINITY;
@@ -326,8 +325,8 @@ static __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
 /* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ; kExact: the exact path
  * (one rounded product per score, then the subtraction), else one FFMA per score. */
 template <class Cfg, bool kExact>
-static __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
-                                                   const float (&m_scaled)[2], float scale_log2)
+__device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                            const float (&m_scaled)[2], float scale_log2)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -347,8 +346,8 @@ static __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc
  * exp(m_old − m_new) per row, by which O must be rescaled (softmax_rescale_o) once no wgmma
  * is writing O. */
 template <class Cfg>
-static __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
-                                                      float (&alpha)[2], float scale_log2)
+__device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                               float (&alpha)[2], float scale_log2)
 {
     float m_scaled[2];
 #pragma unroll
@@ -377,8 +376,8 @@ static __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&
 
 /* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
 template <class Cfg>
-static __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
-                                                         const float (&alpha)[2])
+__device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
+                                                  const float (&alpha)[2])
 {
 #pragma unroll
     for (int d = 0; d < Cfg::kDTiles; ++d)
@@ -394,9 +393,8 @@ static __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAc
  * (NaN inputs) gets LSE = -inf too, as in FlashAttention; its O stays NaN (NaN · 0), so the
  * NaN is not hidden. */
 template <class Cfg>
-static __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm,
-                                                        float (&acc_o)[Cfg::kAccO],
-                                                        float softmax_scale, float (&lse)[2])
+__device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (&acc_o)[Cfg::kAccO],
+                                                 float softmax_scale, float (&lse)[2])
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -429,8 +427,8 @@ static __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm,
 /* Issues S = Q·K_jᵀ: head_dim/16 SS wgmmas into acc_s (overwritten by the first), one
  * commit group. The caller fences before and waits after. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
-                                               int consumer)
+__device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
+                                        int consumer)
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
@@ -443,9 +441,8 @@ static __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint3
  * fragments must stay untouched until the group has completed (the tensor cores read them
  * asynchronously). */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
-                                                const uint32_t (&p_frag)[Cfg::kPFrags][4],
-                                                uint32_t sV)
+__device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
+                                         const uint32_t (&p_frag)[Cfg::kPFrags][4], uint32_t sV)
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kPFrags; ++kk)
@@ -455,8 +452,8 @@ static __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
 
 /* P (fp32, in acc_s) to the 16-bit A fragments of the PV wgmma (layout drawn above). */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
-                                              uint32_t (&p_frag)[Cfg::kPFrags][4])
+__device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
+                                       uint32_t (&p_frag)[Cfg::kPFrags][4])
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kPFrags; ++kk)
@@ -479,8 +476,8 @@ struct ConsumerCtx {
 };
 
 template <class Cfg>
-static __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int consumer,
-                                                                int warp_in_wg, int lane)
+__device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int consumer,
+                                                         int warp_in_wg, int lane)
 {
     ConsumerCtx c;
     c.consumer = consumer;
@@ -507,13 +504,13 @@ static __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams 
  * arrives once to take the first turn and the last one passes no last turn, so arrivals and
  * waits match exactly. Without kPingpong (the ablation) the consumers run free. */
 template <class Cfg, bool kPingpong>
-static __device__ __forceinline__ void take_turn(const ConsumerCtx &c)
+__device__ __forceinline__ void take_turn(const ConsumerCtx &c)
 {
     if (kPingpong)
         fx_named_barrier_sync(kBarrierTurn + (uint32_t)c.consumer, kTurnThreads);
 }
 template <class Cfg, bool kPingpong>
-static __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
+__device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
 {
     if (kPingpong)
         fx_named_barrier_arrive(kBarrierTurn + (uint32_t)((c.consumer + 1) % Cfg::kNumConsumers),
@@ -529,12 +526,11 @@ static __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
  */
 template <class Cfg, class Element, bool kCausal, bool kMask, bool kS, bool kPV, bool kPingpong,
           bool kOverlap>
-static __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
-                                                     PipelineState read, PipelineState prev,
-                                                     int n_block, float (&acc_s)[Cfg::kAccS],
-                                                     float (&acc_o)[Cfg::kAccO],
-                                                     uint32_t (&p_frag)[Cfg::kPFrags][4],
-                                                     SoftmaxState &sm)
+__device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
+                                              PipelineState read, PipelineState prev, int n_block,
+                                              float (&acc_s)[Cfg::kAccS],
+                                              float (&acc_o)[Cfg::kAccO],
+                                              uint32_t (&p_frag)[Cfg::kPFrags][4], SoftmaxState &sm)
 {
     // Wait for the data before taking the turn, so a late load does not hold it.
     if (kS)
@@ -602,9 +598,9 @@ static __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, Share
  * once the consumers have released it (load_kv). K is released before V (after S, not after
  * PV), so it is refilled first. */
 template <class Cfg>
-static __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<Cfg> &smem,
-                                                     int n_block_max, int m_block, int head,
-                                                     int head_kv, int batch)
+__device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                              int n_block_max, int m_block, int head, int head_kv,
+                                              int batch)
 {
     load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM, head,
                    m_block * Cfg::kBlockM, batch);
@@ -629,9 +625,9 @@ static __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedS
  * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
  */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
-                                                SharedStorage<Cfg> &smem,
-                                                float (&acc_o)[Cfg::kAccO], const SoftmaxState &sm)
+__device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
+                                         SharedStorage<Cfg> &smem, float (&acc_o)[Cfg::kAccO],
+                                         const SoftmaxState &sm)
 {
     float lse[2];
     softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
@@ -679,8 +675,8 @@ static __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdP
 /* A causal Q block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf,
  * written by every thread of the CTA in 16-byte chunks, before any barrier or load. */
 template <class Cfg, class Element>
-static __device__ __forceinline__ void write_empty_block(const FwdParams &p, int m_block, int head,
-                                                         int batch, int tid)
+__device__ __forceinline__ void write_empty_block(const FwdParams &p, int m_block, int head,
+                                                  int batch, int tid)
 {
     constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
     Element *O = static_cast<Element *>(p.o) + batch * p.o_batch_stride + head * p.o_head_stride +
@@ -802,7 +798,7 @@ enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblatio
 
 /* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value or
  * a head_dim the variants were not built for. */
-static int ablation_parse(int head_dim, char *why, size_t why_len)
+int ablation_parse(int head_dim, char *why, size_t why_len)
 {
     const char *v = getenv("FX_ABLATION");
     if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
@@ -828,7 +824,7 @@ static int ablation_parse(int head_dim, char *why, size_t why_len)
 }
 
 template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
-static cudaError_t launch(const fx_fwd_args *a)
+cudaError_t launch(const fx_fwd_args *a)
 {
     FwdParams p;
     if (!make_fwd_params(&p, a, Cfg::kBlockM, Cfg::kBlockN))
