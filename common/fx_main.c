@@ -19,6 +19,7 @@
 #include "fx_gpu.h"
 #include "fx_host.h"
 #include "fx_main.h"
+#include "fx_msg.h"
 #include "fx_reference.h"
 
 #ifndef FX_GIT_COMMIT
@@ -814,17 +815,24 @@ static int run_case(fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_resul
     res->pass = pass;
     if (c->opt.bench) {
         fx_timing t;
-        if (FX_CUDA(fx_time(launch_fwd, &r, 0, c->dev.l2_bytes, c->opt.warmup, c->opt.iters, &t)))
+        const fx_time_config tc = {.stream = 0,
+                                   .l2_bytes = c->dev.l2_bytes,
+                                   .warmup = c->opt.warmup,
+                                   .repeats = c->opt.iters,
+                                   .spin_us = FX_SPIN_US};
+        if (FX_CUDA(fx_time(launch_fwd, &r, &tc, &t)))
             goto out;
         int clock = fx_sm_clock_mhz(c->dev.ordinal);
         double tf = fx_flops_forward(p) / (t.median_ms * 1e-3) / 1e12;
+        char method[256];
+        fx_timing_describe(&t, method, sizeof method);
+        printf("  timing: %s\n", method);
         printf("  time fwd: %.3f ms (min %.3f, max %.3f, %d repeats)  %.1f TFLOP/s  SM %d MHz\n",
                t.median_ms, t.min_ms, t.max_ms, t.repeats, tf, clock);
         if (c->opt.csv && !csv_row(c, p, "fwd", &t, tf, clock, res, c->opt.check, false))
             csv_ok = false;
         if (backward) {
-            if (FX_CUDA(
-                    fx_time(launch_bwd, &r, 0, c->dev.l2_bytes, c->opt.warmup, c->opt.iters, &t)))
+            if (FX_CUDA(fx_time(launch_bwd, &r, &tc, &t)))
                 goto out;
             clock = fx_sm_clock_mhz(c->dev.ordinal);
             tf = fx_flops_backward(p) / (t.median_ms * 1e-3) / 1e12;
@@ -1111,6 +1119,9 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
     c.n_stages = n_stages;
     c.self = stages[n_stages - 1];
     setvbuf(stdout, NULL, _IOLBF, 0);
+    char program[96];
+    snprintf(program, sizeof program, "stage_%s", c.self->id);
+    fx_msg_set_program(program);
 
     char why[512];
     fx_options_default(&c.opt);
