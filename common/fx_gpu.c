@@ -12,12 +12,14 @@
 #include <string.h>
 
 #include "fx_gpu.h"
+#include "fx_msg.h"
+#include "fx_spin.h"
 
 cudaError_t fx_cuda_report(cudaError_t err, const char *what, const char *file, int line)
 {
     if (err != cudaSuccess)
-        fprintf(stderr, "%s:%d: %s: %s (%s)\n", file, line, what, cudaGetErrorString(err),
-                cudaGetErrorName(err));
+        fx_error("%s:%d: %s: %s (%s)", file, line, what, cudaGetErrorString(err),
+                 cudaGetErrorName(err));
     return err;
 }
 
@@ -135,20 +137,24 @@ static double median(const float *x, int n, double *lo, double *hi)
     return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
-cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_bytes, int warmup,
-                    int repeats, fx_timing *out)
+cudaError_t fx_time(fx_launch_fn fn, void *ctx, const fx_time_config *cfg, fx_timing *out)
 {
     float ms[FX_TIME_MAX_REPEATS];
+    const int repeats = cfg->repeats, spin_us = cfg->spin_us;
+    const cudaStream_t stream = cfg->stream;
     memset(out, 0, sizeof *out);
     if (repeats < 1 || repeats > FX_TIME_MAX_REPEATS) {
-        fprintf(stderr, "fx_time: %d timed calls is outside [1, %d]\n", repeats,
-                FX_TIME_MAX_REPEATS);
+        fx_error("fx_time: %d timed calls is outside [1, %d]", repeats, FX_TIME_MAX_REPEATS);
+        return cudaErrorInvalidValue;
+    }
+    if (spin_us < 0 || spin_us > FX_MAX_SPIN_US) {
+        fx_error("fx_time: a spin of %d us is outside [0, %d]", spin_us, FX_MAX_SPIN_US);
         return cudaErrorInvalidValue;
     }
 
     /* Writing 2× the L2 evicts the previous call's K, V and O from it, so every timed
      * call reads its inputs from HBM as a first call in a real model would. */
-    size_t flush_bytes = 2 * (l2_bytes ? l2_bytes : FX_TIME_L2_FALLBACK_BYTES);
+    size_t flush_bytes = 2 * (cfg->l2_bytes ? cfg->l2_bytes : FX_TIME_L2_FALLBACK_BYTES);
     void *flush = NULL;
     cudaEvent_t start = NULL, stop = NULL;
     cudaError_t err;
@@ -157,11 +163,15 @@ cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_b
     if ((err = FX_CUDA(cudaEventCreate(&start))) != cudaSuccess ||
         (err = FX_CUDA(cudaEventCreate(&stop))) != cudaSuccess)
         goto done;
-    for (int i = 0; i < warmup; ++i)
+    for (int i = 0; i < cfg->warmup; ++i)
         if ((err = fn(ctx)) != cudaSuccess)
             goto done;
     for (int r = 0; r < repeats; ++r) {
+        /* The spin is enqueued right after the flush, so the GPU is busy for the flush and
+         * the spin while the host records the start event and enqueues fn. */
         if ((err = cudaMemsetAsync(flush, r & 0xff, flush_bytes, stream)) != cudaSuccess ||
+            (spin_us > 0 &&
+             (err = fx_spin(1000ull * (unsigned long long)spin_us, stream)) != cudaSuccess) ||
             (err = cudaEventRecord(start, stream)) != cudaSuccess ||
             (err = fn(ctx)) != cudaSuccess ||
             (err = cudaEventRecord(stop, stream)) != cudaSuccess ||
@@ -170,6 +180,8 @@ cudaError_t fx_time(fx_launch_fn fn, void *ctx, cudaStream_t stream, size_t l2_b
             goto done;
     }
     out->repeats = repeats;
+    out->flush_bytes = flush_bytes;
+    out->spin_us = spin_us;
     out->median_ms = median(ms, repeats, &out->min_ms, &out->max_ms);
 done:
     if (start)
@@ -178,4 +190,16 @@ done:
         cudaEventDestroy(stop);
     cudaFree(flush);
     return err;
+}
+
+void fx_timing_describe(const fx_timing *t, char *buf, size_t len)
+{
+    char spin[64];
+    if (t->spin_us > 0)
+        snprintf(spin, sizeof spin, "spin %d us", t->spin_us);
+    else
+        snprintf(spin, sizeof spin, "no spin (--spin-us 0)");
+    snprintf(buf, len,
+             "median of %d calls, CUDA events; untimed before each: L2 flush %.0f MiB, %s",
+             t->repeats, (double)t->flush_bytes / (1 << 20), spin);
 }

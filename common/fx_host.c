@@ -133,6 +133,11 @@ double fx_dtype_epsilon(fx_dtype dt)
     return dt == FX_FP16 ? 0x1p-11 : 0x1p-8;
 }
 
+double fx_dtype_max(fx_dtype dt)
+{
+    return dt == FX_FP16 ? 65504.0 : 0x1.fep127;
+}
+
 void fx_to_bits(fx_dtype dt, const float *x, uint16_t *out, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -200,8 +205,17 @@ static uint64_t stream_of(fx_tensor_id id, int part)
     return ((uint64_t)id << 8) | (uint64_t)part;
 }
 
-/* Element i of tensor id, before rounding to the dtype. */
-static double draw(const fx_problem *p, fx_tensor_id id, uint64_t i)
+double fx_dist_qk_sigma(fx_dist d)
+{
+    switch (d) {
+    case FX_DIST_OUTLIERS: return sqrt(1.0 + FX_OUTLIER_STD * FX_OUTLIER_STD);
+    case FX_DIST_LARGE_LOGITS: return FX_LARGE_STD;
+    default: return 1.0;
+    }
+}
+
+/* Element i of tensor id drawn from p->dist, before qk_scale and rounding. */
+static double draw_dist(const fx_problem *p, fx_tensor_id id, uint64_t i)
 {
     double x = fx_rng_normal(p->seed, stream_of(id, FX_PART_BASE), i);
     switch (p->dist) {
@@ -212,6 +226,14 @@ static double draw(const fx_problem *p, fx_tensor_id id, uint64_t i)
     case FX_DIST_LARGE_LOGITS: return (id == FX_T_Q || id == FX_T_K) ? FX_LARGE_STD * x : x;
     default: return x;
     }
+}
+
+/* Element i of tensor id, before rounding to the dtype: Q and K times qk_scale, in double
+ * (exact at qk_scale 1, so the default inputs are those of a build without the option). */
+static double draw(const fx_problem *p, fx_tensor_id id, uint64_t i)
+{
+    const double x = draw_dist(p, id, i);
+    return (id == FX_T_Q || id == FX_T_K) ? p->qk_scale * x : x;
 }
 
 void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n)

@@ -29,6 +29,8 @@ float fx_bits_to_float(fx_dtype dt, uint16_t h);
 float fx_round(fx_dtype dt, float x);
 /* Unit roundoff of dt (2^-8 for bf16, 2^-11 for fp16). */
 double fx_dtype_epsilon(fx_dtype dt);
+/* The largest finite value of dt: 65504 for fp16, (2 - 2^-7)·2^127 ≈ 3.39e38 for bf16. */
+double fx_dtype_max(fx_dtype dt);
 
 /* Converts n elements between float and dt's bits. */
 void fx_to_bits(fx_dtype dt, const float *x, uint16_t *out, size_t n);
@@ -44,7 +46,13 @@ double fx_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);  /* N(0, 1
 /* Which tensor a fill is for: each has its own stream of numbers. */
 typedef enum fx_tensor_id { FX_T_Q = 1, FX_T_K, FX_T_V, FX_T_DO } fx_tensor_id;
 
-/* Fills x[0..n) with p->dist for tensor `id`, from p->seed, rounded to p->dtype.
+/* The standard deviation of the widest normal that Q and K elements are drawn from under
+ * d, before qk_scale: 1 (normal), sqrt(1 + 10²) (outliers: an outlier element is
+ * N(0,1) + N(0,10²)), 8 (large-logits). fx_options bounds --qk-scale by it. */
+double fx_dist_qk_sigma(fx_dist d);
+
+/* Fills x[0..n) with p->dist for tensor `id`, from p->seed, times p->qk_scale for Q and K,
+ * rounded to p->dtype.
  * Element i depends only on (p->seed, id, i): fills of any length agree on their common
  * prefix, whatever the thread count (the loop runs under OpenMP). */
 void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n);

@@ -1,21 +1,23 @@
 /*
- * fx_options.c — command-line options of every stage program (fx_main.h).
+ * fx_options.c — the command line of every stage program (fx_options.h): the table of
+ * options, and the parser that reads it.
  */
+#include "fx_options.h"
+
 #include <ctype.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fx_gpu.h"
-#include "fx_main.h"
+#include "fx_host.h" /* fx_dtype_max, fx_dist_qk_sigma */
 
 /* Upper bounds of the mode options (docs/harness.md lists them): far above any useful
  * run, low enough that a typo (an extra digit or two) is refused instead of running
- * for hours. --iters is bounded by FX_MAX_ITERS (fx_main.h). */
+ * for hours. --iters is bounded by FX_MAX_ITERS, --spin-us by FX_MAX_SPIN_US. */
 enum {
     FX_MAX_REPEAT = 1000000,
     FX_MAX_FUZZ = 1000000,
@@ -31,7 +33,117 @@ void fx_options_default(fx_options *o)
     o->repeat = 1;
     o->warmup = 3;
     o->iters = 10;
+    o->spin_us = FX_SPIN_US;
     o->ref_slices = 2;
+}
+
+/* Rows of the table, each {name, alias, kind, value, lo, hi, field, field2, group, help,
+ * default_text}. Sizes are positive ints: fx_problem_validate's element-count check
+ * catches products that overflow. */
+#define FIELD(f) offsetof(fx_options, f)
+#define PROBLEM(f) offsetof(fx_options, problem.f)
+#define NONE FX_OPT_NO_FIELD
+#define SIZE(name, f1, f2, help)                                                                   \
+    name, NULL, FX_OPT_INT, "N", 1, INT_MAX, PROBLEM(f1), f2, FX_OPT_PROBLEM, help, NULL
+#define FLAG(name, alias, f, group, help)                                                          \
+    name, alias, FX_OPT_FLAG, NULL, 0, 0, f, NONE, group, help, ""
+#define COUNT(name, lo, hi, f, help, dflt)                                                         \
+    name, NULL, FX_OPT_INT, "N", lo, hi, FIELD(f), NONE, FX_OPT_MODE, help, dflt
+#define VALUE(name, kind, value, f, group, help, dflt)                                             \
+    name, NULL, kind, value, 0, 0, f, NONE, group, help, dflt
+
+static const fx_option_spec table[] = {
+    {SIZE("--batch", batch, NONE, "batch size")},
+    {SIZE("--seqlen", seqlen_q, PROBLEM(seqlen_k), "seqlen_q and seqlen_k")},
+    {SIZE("--seqlen-q", seqlen_q, NONE, "query rows")},
+    {SIZE("--seqlen-k", seqlen_k, NONE, "keys")},
+    {SIZE("--heads", heads_q, PROBLEM(heads_kv), "heads_q and heads_kv")},
+    {SIZE("--heads-q", heads_q, NONE, "query heads")},
+    {SIZE("--heads-kv", heads_kv, NONE, "K and V heads; heads_q must be a multiple (GQA/MQA)")},
+    {SIZE("--head-dim", head_dim, NONE, "head dimension: a multiple of 8 up to 256")},
+    {VALUE("--dtype", FX_OPT_DTYPE, "bf16|fp16", PROBLEM(dtype), FX_OPT_PROBLEM,
+           "the inputs' and outputs' type", NULL)},
+    {FLAG("--causal", NULL, PROBLEM(causal), FX_OPT_PROBLEM, "causal mask, bottom-right aligned")},
+    {VALUE("--scale", FX_OPT_REAL, "F", PROBLEM(softmax_scale), FX_OPT_PROBLEM, "softmax scale",
+           "1/sqrt(head_dim)")},
+    {VALUE("--qk-scale", FX_OPT_REAL, "X", PROBLEM(qk_scale), FX_OPT_PROBLEM,
+           "multiply Q and K by X after drawing them, before rounding to the\n"
+           "dtype: large logits (at most what keeps 8 sigma finite)",
+           NULL)},
+    {VALUE("--seed", FX_OPT_SEED, "N", PROBLEM(seed), FX_OPT_PROBLEM,
+           "inputs' seed: decimal or 0x hex", NULL)},
+    {VALUE("--dist", FX_OPT_DIST, "normal|outliers|large-logits", PROBLEM(dist), FX_OPT_PROBLEM,
+           "inputs' distribution (docs/harness.md, \"Inputs\")", NULL)},
+
+    {FLAG("--check", NULL, FIELD(check), FX_OPT_MODE,
+          "compare with the fp64 reference (pass rule of common/fx_check.h)\n"
+          "and with the previous stage")},
+    {FLAG("--bwd", NULL, FIELD(backward), FX_OPT_MODE, "also run and check the backward")},
+    {FLAG("--bench", NULL, FIELD(bench), FX_OPT_MODE, "time with CUDA events: the median")},
+    {COUNT("--warmup", 0, FX_MAX_WARMUP, warmup, "untimed calls before the timed ones", NULL)},
+    {COUNT("--iters", 1, FX_MAX_ITERS, iters, "timed calls", NULL)},
+    {COUNT("--spin-us", 0, FX_MAX_SPIN_US, spin_us,
+           "GPU spin before each timed call, in microseconds, so that the\n"
+           "host's enqueue is not timed (0: none)",
+           NULL)},
+    {VALUE("--csv", FX_OPT_FILE, "FILE", FIELD(csv), FX_OPT_MODE, "append benchmark rows to FILE",
+           "")},
+    {COUNT("--repeat", 1, FX_MAX_REPEAT, repeat, "run N times; outputs must be bitwise equal",
+           NULL)},
+    {COUNT("--fuzz", 1, FX_MAX_FUZZ, fuzz, "N checks, each on a fresh seed (printed)", "off")},
+    {FLAG("--matrix", NULL, FIELD(matrix), FX_OPT_MODE,
+          "the GPU test matrix generated from the capabilities")},
+    {FLAG("--cpu", NULL, FIELD(cpu), FX_OPT_MODE,
+          "run the stage's CPU model instead of the GPU (slow: give a small\n"
+          "problem, e.g. --batch 1 --seqlen 256 --heads 2)")},
+    {COUNT("--ref-slices", 1, FX_MAX_REF_SLICES_OPTION, ref_slices,
+           "(batch, head) slices the reference samples on large problems", NULL)},
+    {FLAG("--help", "-h", FIELD(help), FX_OPT_MODE, "this text")},
+};
+
+#undef FIELD
+#undef PROBLEM
+#undef NONE
+#undef SIZE
+#undef FLAG
+#undef COUNT
+#undef VALUE
+
+const fx_option_spec *fx_option_table(size_t *count)
+{
+    *count = sizeof table / sizeof table[0];
+    return table;
+}
+
+const fx_option_spec *fx_option_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
+        if (!strcmp(name, table[i].name) || (table[i].alias && !strcmp(name, table[i].alias)))
+            return &table[i];
+    return NULL;
+}
+
+/* The field at `offset` of o, as type T. */
+#define AT(T, o, offset) ((T *)((char *)(o) + (offset)))
+
+void fx_option_default_text(const fx_option_spec *s, char *buf, size_t len)
+{
+    if (s->default_text) {
+        snprintf(buf, len, "%s", s->default_text);
+        return;
+    }
+    fx_options d;
+    fx_options_default(&d);
+    switch (s->kind) {
+    case FX_OPT_INT: snprintf(buf, len, "%d", *AT(int, &d, s->field)); break;
+    case FX_OPT_REAL: snprintf(buf, len, "%g", *AT(double, &d, s->field)); break;
+    case FX_OPT_SEED:
+        snprintf(buf, len, "%llu", (unsigned long long)*AT(uint64_t, &d, s->field));
+        break;
+    case FX_OPT_DTYPE: snprintf(buf, len, "%s", fx_dtype_name(*AT(fx_dtype, &d, s->field))); break;
+    case FX_OPT_DIST: snprintf(buf, len, "%s", fx_dist_name(*AT(fx_dist, &d, s->field))); break;
+    default: snprintf(buf, len, "%s", ""); break;
+    }
 }
 
 /* Strict integer parse: the whole string, base 10, within [lo, hi]. */
@@ -59,7 +171,8 @@ static int parse_int(const char *opt, const char *s, long long lo, long long hi,
     return 0;
 }
 
-static int parse_double(const char *opt, const char *s, double *out, char *why, size_t why_len)
+/* A finite number > 0. */
+static int parse_positive(const char *opt, const char *s, double *out, char *why, size_t why_len)
 {
     char *end = NULL;
     errno = 0;
@@ -68,150 +181,111 @@ static int parse_double(const char *opt, const char *s, double *out, char *why, 
         snprintf(why, why_len, "%s: '%s' is not a finite number", opt, s);
         return FX_EXIT_USAGE;
     }
+    if (v <= 0) {
+        snprintf(why, why_len, "%s: %g must be positive", opt, v);
+        return FX_EXIT_USAGE;
+    }
     *out = v;
     return 0;
 }
 
+/* Decimal, or hexadecimal after 0x (a leading 0 is not octal). strtoull would also take
+ * blanks and a sign, after the 0x too: the digits must start with one. */
+static int parse_seed(const char *opt, const char *s, uint64_t *out, char *why, size_t why_len)
+{
+    char *end = NULL;
+    errno = 0;
+    bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char *digits = hex ? s + 2 : s;
+    unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
+    if (errno != 0 || end == digits || *end != '\0' ||
+        !(hex ? isxdigit((unsigned char)digits[0]) : isdigit((unsigned char)digits[0]))) {
+        snprintf(why, why_len, "%s: '%s' is not an unsigned integer (decimal or 0x hex)", opt, s);
+        return FX_EXIT_USAGE;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* Parses `val` by s->kind and stores it in s's field(s) of o. */
+static int set_value(const fx_option_spec *s, const char *val, fx_options *o, char *why,
+                     size_t why_len)
+{
+    int rc = 0;
+    switch (s->kind) {
+    case FX_OPT_INT: {
+        long long n = 0;
+        if ((rc = parse_int(s->name, val, s->lo, s->hi, &n, why, why_len)))
+            return rc;
+        *AT(int, o, s->field) = (int)n;
+        if (s->field2 != FX_OPT_NO_FIELD)
+            *AT(int, o, s->field2) = (int)n;
+        return 0;
+    }
+    case FX_OPT_REAL: return parse_positive(s->name, val, AT(double, o, s->field), why, why_len);
+    case FX_OPT_SEED:
+        if ((rc = parse_seed(s->name, val, AT(uint64_t, o, s->field), why, why_len)))
+            return rc;
+        o->seed_given = true;
+        return 0;
+    case FX_OPT_DTYPE:
+        if (fx_dtype_parse(val, AT(fx_dtype, o, s->field)) == 0)
+            return 0;
+        snprintf(why, why_len, "%s: '%s' is not one of bf16, fp16", s->name, val);
+        return FX_EXIT_USAGE;
+    case FX_OPT_DIST:
+        if (fx_dist_parse(val, AT(fx_dist, o, s->field)) == 0)
+            return 0;
+        snprintf(why, why_len, "%s: '%s' is not one of normal, outliers, large-logits", s->name,
+                 val);
+        return FX_EXIT_USAGE;
+    case FX_OPT_FILE:
+        if (!val[0]) {
+            snprintf(why, why_len, "%s needs a file name", s->name);
+            return FX_EXIT_USAGE;
+        }
+        *AT(const char *, o, s->field) = val;
+        return 0;
+    case FX_OPT_FLAG: break;
+    }
+    snprintf(why, why_len, "%s: the option table has no parser for its kind", s->name);
+    return FX_EXIT_USAGE;
+}
+
+/* X·FX_QK_SCALE_SIGMAS·sigma must stay below the dtype's largest finite value. */
+static int check_qk_scale(const fx_problem *p, char *why, size_t why_len)
+{
+    const double sigma = fx_dist_qk_sigma(p->dist), max = fx_dtype_max(p->dtype);
+    const double limit = max / (FX_QK_SCALE_SIGMAS * sigma);
+    if (p->qk_scale <= limit)
+        return 0;
+    snprintf(why, why_len,
+             "--qk-scale: %g overflows %s: Q and K of the %s distribution (sigma %.4g) times %g "
+             "pass %s's largest finite value %g at %g standard deviations; at most %.6g",
+             p->qk_scale, fx_dtype_name(p->dtype), fx_dist_name(p->dist), sigma, p->qk_scale,
+             fx_dtype_name(p->dtype), max, FX_QK_SCALE_SIGMAS, limit);
+    return FX_EXIT_USAGE;
+}
+
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len)
 {
-    fx_problem *p = &o->problem;
     why[0] = '\0';
     for (int a = 1; a < argc; ++a) {
         const char *opt = argv[a];
-        /* Flags without a value. */
-        if (!strcmp(opt, "--check")) {
-            o->check = true;
-            continue;
-        }
-        if (!strcmp(opt, "--bench")) {
-            o->bench = true;
-            continue;
-        }
-        if (!strcmp(opt, "--bwd")) {
-            o->backward = true;
-            continue;
-        }
-        if (!strcmp(opt, "--matrix")) {
-            o->matrix = true;
-            continue;
-        }
-        if (!strcmp(opt, "--cpu")) {
-            o->cpu = true;
-            continue;
-        }
-        if (!strcmp(opt, "--causal")) {
-            p->causal = true;
-            continue;
-        }
-        if (!strcmp(opt, "--help") || !strcmp(opt, "-h")) {
-            o->help = true;
-            continue;
-        }
-
-        /* Options with a value. Sizes are parsed as positive ints: the element-count
-         * check in fx_problem_validate catches products that overflow. */
-        static const char *const with_value[] = {
-            "--batch",    "--seqlen",   "--seqlen-q", "--seqlen-k", "--heads",      "--heads-q",
-            "--heads-kv", "--head-dim", "--dtype",    "--dist",     "--scale",      "--seed",
-            "--repeat",   "--fuzz",     "--warmup",   "--iters",    "--ref-slices", "--csv"};
-        bool known = false;
-        for (size_t w = 0; w < sizeof with_value / sizeof with_value[0]; ++w)
-            known |= strcmp(opt, with_value[w]) == 0;
-        if (!known) {
+        const fx_option_spec *s = fx_option_find(opt);
+        if (!s) {
             snprintf(why, why_len, "%s: unknown option (see --help)", opt);
             return FX_EXIT_USAGE;
+        }
+        if (s->kind == FX_OPT_FLAG) {
+            *AT(bool, o, s->field) = true;
+            continue;
         }
         if (a + 1 >= argc) {
             snprintf(why, why_len, "%s: missing its value", opt);
             return FX_EXIT_USAGE;
         }
-        const char *val = argv[++a];
-        long long n = 0;
-        int rc = 0;
-        if (!strcmp(opt, "--batch")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->batch = (int)n;
-        } else if (!strcmp(opt, "--seqlen")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->seqlen_q = p->seqlen_k = (int)n;
-        } else if (!strcmp(opt, "--seqlen-q")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->seqlen_q = (int)n;
-        } else if (!strcmp(opt, "--seqlen-k")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->seqlen_k = (int)n;
-        } else if (!strcmp(opt, "--heads")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->heads_q = p->heads_kv = (int)n;
-        } else if (!strcmp(opt, "--heads-q")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->heads_q = (int)n;
-        } else if (!strcmp(opt, "--heads-kv")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->heads_kv = (int)n;
-        } else if (!strcmp(opt, "--head-dim")) {
-            if (!(rc = parse_int(opt, val, 1, INT_MAX, &n, why, why_len)))
-                p->head_dim = (int)n;
-        } else if (!strcmp(opt, "--dtype")) {
-            if (fx_dtype_parse(val, &p->dtype) != 0) {
-                snprintf(why, why_len, "--dtype: '%s' is not one of bf16, fp16", val);
-                rc = FX_EXIT_USAGE;
-            }
-        } else if (!strcmp(opt, "--dist")) {
-            if (fx_dist_parse(val, &p->dist) != 0) {
-                snprintf(why, why_len, "--dist: '%s' is not one of normal, outliers, large-logits",
-                         val);
-                rc = FX_EXIT_USAGE;
-            }
-        } else if (!strcmp(opt, "--scale")) {
-            double s = 0;
-            if (!(rc = parse_double(opt, val, &s, why, why_len))) {
-                if (s <= 0) {
-                    snprintf(why, why_len, "--scale: %g must be positive", s);
-                    rc = FX_EXIT_USAGE;
-                } else {
-                    p->softmax_scale = s;
-                }
-            }
-        } else if (!strcmp(opt, "--seed")) {
-            /* Decimal, or hexadecimal after 0x (a leading 0 is not octal). strtoull would
-             * also take blanks and a sign, after the 0x too: the digits must start with one. */
-            char *end = NULL;
-            errno = 0;
-            bool hex = val[0] == '0' && (val[1] == 'x' || val[1] == 'X');
-            const char *digits = hex ? val + 2 : val;
-            unsigned long long s = strtoull(digits, &end, hex ? 16 : 10);
-            if (errno != 0 || end == digits || *end != '\0' ||
-                !(hex ? isxdigit((unsigned char)digits[0]) : isdigit((unsigned char)digits[0]))) {
-                snprintf(why, why_len,
-                         "--seed: '%s' is not an unsigned integer (decimal or 0x hex)", val);
-                rc = FX_EXIT_USAGE;
-            } else {
-                p->seed = (uint64_t)s;
-                o->seed_given = true;
-            }
-        } else if (!strcmp(opt, "--repeat")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_REPEAT, &n, why, why_len)))
-                o->repeat = (int)n;
-        } else if (!strcmp(opt, "--fuzz")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_FUZZ, &n, why, why_len)))
-                o->fuzz = (int)n;
-        } else if (!strcmp(opt, "--warmup")) {
-            if (!(rc = parse_int(opt, val, 0, FX_MAX_WARMUP, &n, why, why_len)))
-                o->warmup = (int)n;
-        } else if (!strcmp(opt, "--iters")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_ITERS, &n, why, why_len)))
-                o->iters = (int)n;
-        } else if (!strcmp(opt, "--ref-slices")) {
-            if (!(rc = parse_int(opt, val, 1, FX_MAX_REF_SLICES_OPTION, &n, why, why_len)))
-                o->ref_slices = (int)n;
-        } else if (!strcmp(opt, "--csv")) {
-            o->csv = val;
-        } else {
-            /* Only an option in with_value that this chain forgets reaches here. */
-            snprintf(why, why_len, "%s: unknown option (see --help)", opt);
-            return FX_EXIT_USAGE;
-        }
+        int rc = set_value(s, argv[++a], o, why, why_len);
         if (rc != 0)
             return rc;
     }
@@ -223,5 +297,8 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                  "--repeat and --csv need the GPU");
         return FX_EXIT_USAGE;
     }
-    return fx_problem_validate(p, why, why_len);
+    int rc = check_qk_scale(&o->problem, why, why_len);
+    if (rc != 0)
+        return rc;
+    return fx_problem_validate(&o->problem, why, why_len);
 }

@@ -25,6 +25,7 @@ fx_problem fx_problem_default(void)
     p.softmax_scale = 0.0; /* resolved to 1/sqrt(head_dim) by fx_problem_validate */
     p.seed = 1;
     p.dist = FX_DIST_NORMAL;
+    p.qk_scale = 1.0;
     return p;
 }
 
@@ -86,6 +87,11 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
     if ((int)p->dist < 0 || p->dist >= FX_DIST_COUNT) {
         snprintf(msg, sizeof msg, "dist (%d) is not normal, outliers or large-logits",
                  (int)p->dist);
+        return refuse(why, why_len, msg);
+    }
+    /* NaN > 0 is false: a NaN is refused here too. */
+    if (!(p->qk_scale > 0.0) || !isfinite(p->qk_scale)) {
+        snprintf(msg, sizeof msg, "qk_scale (%g) is not a finite positive number", p->qk_scale);
         return refuse(why, why_len, msg);
     }
 
@@ -254,8 +260,11 @@ void fx_problem_format(const fx_problem *p, char *buf, size_t len)
     double default_scale = 1.0 / sqrt((double)(p->head_dim > 0 ? p->head_dim : 1));
     if (p->softmax_scale > 0.0 && fabs(p->softmax_scale - default_scale) > 1e-12 * default_scale)
         snprintf(scale, sizeof scale, " scale=%.9g", p->softmax_scale);
-    snprintf(buf, len, "b=%d sq=%d sk=%d hq=%d hkv=%d d=%d %s %s %s%s seed=%llu", p->batch,
+    char qk_scale[48] = "";
+    if (p->qk_scale != 1.0)
+        snprintf(qk_scale, sizeof qk_scale, " qk-scale=%.9g", p->qk_scale);
+    snprintf(buf, len, "b=%d sq=%d sk=%d hq=%d hkv=%d d=%d %s %s %s%s%s seed=%llu", p->batch,
              p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim,
              fx_dtype_name(p->dtype), p->causal ? "causal" : "non-causal", fx_dist_name(p->dist),
-             scale, (unsigned long long)p->seed);
+             scale, qk_scale, (unsigned long long)p->seed);
 }

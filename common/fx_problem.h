@@ -43,6 +43,10 @@ typedef struct fx_problem {
     double softmax_scale; /* <= 0 means 1/sqrt(head_dim), resolved by fx_problem_validate */
     uint64_t seed;
     fx_dist dist;
+    /* Q and K are multiplied by this after being drawn from `dist`, before rounding to the
+     * dtype (fx_fill): logits qk_scale² times larger for every stage, the reference and the
+     * emulation alike. Finite and > 0; 1 by default. */
+    double qk_scale;
 } fx_problem;
 
 /* Element strides of one tensor; head_dim is always contiguous (stride 1). */
@@ -50,12 +54,15 @@ typedef struct fx_layout {
     int64_t batch_stride, row_stride, head_stride;
 } fx_layout;
 
-/* The default problem of the main job: batch 4, seqlen 4096, heads 16, head_dim 128, bf16. */
+/* The default problem of the main job: batch 4, seqlen 4096, heads 16, head_dim 128, bf16,
+ * qk_scale 1. */
 fx_problem fx_problem_default(void);
 
 /* Checks sizes and derived values; fills softmax_scale with 1/sqrt(head_dim) when it
  * is <= 0. Refuses: a size <= 0; heads_q not a multiple of heads_kv; head_dim not a
- * multiple of 8 in [8, 256]; an unknown dtype or dist; Q/O, K/V or LSE with more than
+ * multiple of 8 in [8, 256]; an unknown dtype or dist; a qk_scale that is not finite and
+ * > 0 (its overflow limit is fx_options_parse's: it names the option); Q/O, K/V or LSE
+ * with more than
  * INT32_MAX elements (kernels index with 32-bit ints); a non-finite softmax_scale, or
  * one outside [2^-100, 2^100] once resolved (FX_SCALE_MIN, FX_SCALE_MAX of fx_problem.c).
  * Returns 0, or 2 with a message naming the bad value in `why` (usage error), e.g.
@@ -99,7 +106,8 @@ int fx_dist_parse(const char *s, fx_dist *out); /* 0 ok, -1 unknown */
 
 /* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1"
  * ("non-causal" when not causal; " scale=F" before the seed only when softmax_scale is
- * set and not the default 1/sqrt(head_dim)). */
+ * set and not the default 1/sqrt(head_dim); " qk-scale=X" after it only when qk_scale is
+ * not 1). */
 void fx_problem_format(const fx_problem *p, char *buf, size_t len);
 
 #ifdef __cplusplus

@@ -1,15 +1,18 @@
 /*
- * test_options.c — the command line of every stage program (fx_options_parse in
- * fx_main.h): bad usage returns 2 with a message that names the bad value, and a valid
- * line sets every field it mentions.
+ * test_options.c — the command line of every stage program (fx_options_parse and the
+ * option table in fx_options.h): bad usage returns 2 with a message that names the bad
+ * value, a valid line sets every field it mentions, and every row of the table is parsed
+ * by its range and listed by --help.
  */
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fx_main.h"
+#include "fx_usage.h"
 
 enum { MAX_ARGS = 64 };
 
@@ -121,6 +124,48 @@ START_TEST(a_scale_that_fp32_kernels_cannot_hold_is_refused)
 }
 END_TEST
 
+START_TEST(an_empty_csv_file_name_is_refused)
+{
+    char *argv[] = {"stage_test", "--csv", ""};
+    fx_options o;
+    char why[256];
+    fx_options_default(&o);
+    ck_assert_int_eq(fx_options_parse(3, argv, &o, why, sizeof why), 2);
+    ck_assert_str_eq(why, "--csv needs a file name");
+}
+END_TEST
+
+START_TEST(a_qk_scale_that_is_not_finite_and_positive_is_refused)
+{
+    assert_refused("--qk-scale 0", "--qk-scale", "positive");
+    assert_refused("--qk-scale -2", "--qk-scale", "positive");
+    assert_refused("--qk-scale nan", "--qk-scale", "nan");
+    assert_refused("--qk-scale inf", "--qk-scale", "inf");
+    assert_refused("--qk-scale 1e400", "--qk-scale", "1e400"); /* overflows a double */
+    assert_refused("--qk-scale two", "--qk-scale", "two");
+}
+END_TEST
+
+/* fp16's largest finite value is 65504: at 8 standard deviations (FX_QK_SCALE_SIGMAS) a
+ * normal Q or K may be scaled by 65504/8 = 8188, large-logits' (sigma 8) by 65504/64. */
+START_TEST(a_qk_scale_that_overflows_the_dtype_is_refused_naming_the_limit)
+{
+    parsed r = parse("--dtype fp16 --qk-scale 8188");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_double_eq(r.o.problem.qk_scale, 8188);
+    assert_refused("--dtype fp16 --qk-scale 8189", "65504", "8188");
+    /* The dtype may come after the option: the limit is checked once all are read. */
+    assert_refused("--qk-scale 8189 --dtype fp16", "65504", "fp16");
+    r = parse("--dtype fp16 --dist large-logits --qk-scale 1023");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    assert_refused("--dtype fp16 --dist large-logits --qk-scale 1024", "65504", "1023.5");
+    /* bf16 holds about 3.39e38: 8 sigma of a normal allows 4.2e37. */
+    r = parse("--qk-scale 1e37");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    assert_refused("--qk-scale 1e38", "bf16", "largest finite");
+}
+END_TEST
+
 START_TEST(the_cpu_model_refuses_the_modes_that_need_a_gpu)
 {
     assert_refused("--cpu --bench", "--cpu", "--bench");
@@ -177,6 +222,9 @@ START_TEST(no_options_give_the_defaults)
     ck_assert(!r.o.seed_given);
     ck_assert_int_eq(r.o.warmup, 3);
     ck_assert_int_eq(r.o.iters, 10);
+    ck_assert_int_eq(r.o.spin_us, FX_SPIN_US);
+    ck_assert_int_eq(r.o.ref_slices, 2);
+    ck_assert_double_eq(p->qk_scale, 1.0);
     ck_assert_ptr_null(r.o.csv);
 }
 END_TEST
@@ -186,7 +234,7 @@ START_TEST(a_full_valid_line_sets_every_field)
     parsed r = parse("--batch 2 --seqlen-q 100 --seqlen-k 300 --heads-q 8 --heads-kv 2 "
                      "--head-dim 64 --dtype fp16 --causal --scale 0.2 --seed 42 --dist outliers "
                      "--check --bench --bwd --matrix --repeat 3 --fuzz 5 --warmup 2 "
-                     "--iters 7 --csv out.csv");
+                     "--iters 7 --spin-us 0 --ref-slices 9 --qk-scale 3.5 --csv out.csv");
     ck_assert_msg(r.rc == 0, "%s", r.why);
     const fx_problem *p = &r.o.problem;
     ck_assert_int_eq(p->batch, 2);
@@ -210,6 +258,9 @@ START_TEST(a_full_valid_line_sets_every_field)
     ck_assert_int_eq(r.o.fuzz, 5);
     ck_assert_int_eq(r.o.warmup, 2);
     ck_assert_int_eq(r.o.iters, 7);
+    ck_assert_int_eq(r.o.spin_us, 0);
+    ck_assert_int_eq(r.o.ref_slices, 9);
+    ck_assert_double_eq(p->qk_scale, 3.5);
     ck_assert_str_eq(r.o.csv, "out.csv");
 }
 END_TEST
@@ -239,6 +290,126 @@ START_TEST(help_is_accepted)
     parsed r = parse("--help");
     ck_assert_int_eq(r.rc, 0);
     ck_assert(r.o.help);
+    r = parse("-h");
+    ck_assert_int_eq(r.rc, 0);
+    ck_assert(r.o.help);
+}
+END_TEST
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+START_TEST(every_option_is_named_once_with_its_help)
+{
+    size_t n = 0;
+    const fx_option_spec *t = fx_option_table(&n);
+    ck_assert_uint_gt(n, 20);
+    for (size_t i = 0; i < n; ++i) {
+        ck_assert_msg(!strncmp(t[i].name, "--", 2), "'%s' does not begin with --", t[i].name);
+        ck_assert_msg(t[i].help && t[i].help[0], "%s has no help", t[i].name);
+        ck_assert_msg((t[i].kind == FX_OPT_FLAG) == (t[i].value == NULL),
+                      "%s: a value name exactly when it takes a value", t[i].name);
+        ck_assert_ptr_eq(fx_option_find(t[i].name), &t[i]);
+        for (size_t j = 0; j < i; ++j) {
+            ck_assert_str_ne(t[i].name, t[j].name);
+            if (t[j].alias)
+                ck_assert_str_ne(t[i].name, t[j].alias);
+        }
+    }
+    ck_assert_ptr_null(fx_option_find("--frobnicate"));
+}
+END_TEST
+
+/* The parser knows exactly the options --help lists: each table row appears in the help
+ * text, and the help text names no option that the parser refuses. */
+START_TEST(help_lists_every_option_and_no_other)
+{
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    fx_usage_options(FX_OPT_PROBLEM, f);
+    fx_usage_options(FX_OPT_MODE, f);
+    static char text[16384];
+    rewind(f);
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
+    fclose(f);
+
+    size_t n = 0;
+    const fx_option_spec *t = fx_option_table(&n);
+    for (size_t i = 0; i < n; ++i) {
+        char entry[128];
+        snprintf(entry, sizeof entry, "  %s", t[i].name);
+        ck_assert_msg(strstr(text, entry), "--help does not list %s:\n%s", t[i].name, text);
+    }
+    for (const char *at = strstr(text, "--"); at; at = strstr(at + 2, "--")) {
+        char name[64];
+        size_t k = 0;
+        while (k + 1 < sizeof name && (at[k] == '-' || (at[k] >= 'a' && at[k] <= 'z')))
+            name[k] = at[k], ++k;
+        name[k] = '\0';
+        ck_assert_msg(fx_option_find(name), "--help names '%s', which the parser refuses", name);
+    }
+    /* No line of the help passes 100 columns. */
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t width = nl ? (size_t)(nl - line) : strlen(line);
+        ck_assert_msg(width <= 100, "a --help line of %zu columns: %.*s", width, (int)width, line);
+        line = nl ? nl + 1 : line + width;
+    }
+}
+END_TEST
+
+/* Each integer option takes its table's range: one past either end is refused as out of
+ * range naming the option, both ends pass the option's own check. */
+START_TEST(every_integer_option_takes_its_range)
+{
+    size_t n = 0;
+    const fx_option_spec *t = fx_option_table(&n);
+    for (size_t i = 0; i < n; ++i) {
+        if (t[i].kind != FX_OPT_INT)
+            continue;
+        const long long values[4] = {t[i].lo - 1, t[i].hi + 1, t[i].lo, t[i].hi};
+        for (int v = 0; v < 4; ++v) {
+            char line[128];
+            snprintf(line, sizeof line, "%s %lld", t[i].name, values[v]);
+            parsed r = parse(line);
+            const bool out = strstr(r.why, "out of range") != NULL;
+            if (v < 2) {
+                ck_assert_msg(r.rc == 2 && out && strstr(r.why, t[i].name), "'%s': rc %d, '%s'",
+                              line, r.rc, r.why);
+            } else {
+                /* The problem check may still refuse a size (INT_MAX elements): not as
+                 * out of the option's range. */
+                ck_assert_msg(!out, "'%s' is in range: '%s'", line, r.why);
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(every_option_with_a_value_refuses_to_go_without)
+{
+    size_t n = 0;
+    const fx_option_spec *t = fx_option_table(&n);
+    for (size_t i = 0; i < n; ++i) {
+        if (t[i].kind == FX_OPT_FLAG)
+            continue;
+        assert_refused(t[i].name, t[i].name, "missing its value");
+    }
+}
+END_TEST
+
+START_TEST(every_flag_sets_its_field)
+{
+    size_t n = 0;
+    const fx_option_spec *t = fx_option_table(&n);
+    for (size_t i = 0; i < n; ++i) {
+        if (t[i].kind != FX_OPT_FLAG)
+            continue;
+        parsed r = parse(t[i].name);
+        ck_assert_msg(r.rc == 0, "%s: %s", t[i].name, r.why);
+        ck_assert_msg(*(const bool *)((const char *)&r.o + t[i].field), "%s left its field",
+                      t[i].name);
+    }
 }
 END_TEST
 
@@ -255,6 +426,9 @@ static Suite *options_suite(void)
     tcase_add_test(refuse, sizes_past_a_32_bit_index_are_refused);
     tcase_add_test(refuse, a_scale_that_fp32_kernels_cannot_hold_is_refused);
     tcase_add_test(refuse, the_cpu_model_refuses_the_modes_that_need_a_gpu);
+    tcase_add_test(refuse, an_empty_csv_file_name_is_refused);
+    tcase_add_test(refuse, a_qk_scale_that_is_not_finite_and_positive_is_refused);
+    tcase_add_test(refuse, a_qk_scale_that_overflows_the_dtype_is_refused_naming_the_limit);
     suite_add_tcase(s, refuse);
 
     TCase *accept = tcase_create("acceptance");
@@ -264,6 +438,14 @@ static Suite *options_suite(void)
     tcase_add_test(accept, help_is_accepted);
     tcase_add_test(accept, a_seed_is_decimal_or_0x_hex_never_octal);
     suite_add_tcase(s, accept);
+
+    TCase *table = tcase_create("table");
+    tcase_add_test(table, every_option_is_named_once_with_its_help);
+    tcase_add_test(table, help_lists_every_option_and_no_other);
+    tcase_add_test(table, every_integer_option_takes_its_range);
+    tcase_add_test(table, every_option_with_a_value_refuses_to_go_without);
+    tcase_add_test(table, every_flag_sets_its_field);
+    suite_add_tcase(s, table);
     return s;
 }
 

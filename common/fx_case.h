@@ -1,0 +1,58 @@
+/*
+ * fx_case.h — one case, end to end: the program's stage on one problem, checked against
+ * the fp64 reference and the previous stage, repeated, timed, written to the CSV.
+ */
+#ifndef FX_CASE_H
+#define FX_CASE_H
+
+#include <stdbool.h>
+
+#include "fx_gpu.h"
+#include "fx_options.h"
+#include "fx_problem.h"
+#include "fx_stage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The program: the stages it links (its own last, the ones it checks against before it,
+ * in reading order), its options and, once opened, its device. */
+typedef struct fx_ctx {
+    const fx_stage *const *stages;
+    int n_stages;
+    const fx_stage *self;
+    fx_options opt;
+    fx_device_info dev;
+} fx_ctx;
+
+/* What a case found, for the matrix's line and the CSV: max-abs errors (-1 where not
+ * checked) and the previous stages compared with (NULL where none). */
+typedef struct fx_case_result {
+    bool pass;
+    double err_ref, err_prev;         /* O against fp64 and against the previous stage (fwd) */
+    double err_ref_bwd, err_prev_bwd; /* the largest of dQ, dK, dV (bwd) */
+    bool checked_bwd;                 /* the backward was compared with fp64 */
+    const fx_stage *prev, *prev_bwd;
+} fx_case_result;
+
+/* Runs problem p through c->self on the GPU (device open) under c->opt: the check, the
+ * previous stage, --repeat, --bench and --csv as asked. Prints the report when `verbose`
+ * (the matrix prints one line instead). Returns 0 pass, 1 fail (a check, a CUDA error or
+ * a lost CSV row), 2 outside the stage's capabilities or too large for device memory,
+ * 77 when this GPU lacks what p needs. */
+int fx_run_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res);
+
+/* Runs p through c->self's CPU model (--cpu; no GPU) and checks it against the fp64
+ * reference. Returns 0 pass, 1 fail, 2 when the stage has no CPU model. */
+int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p);
+
+/* `why`, a refusal of stage s, without a leading "stage <s->id>: ": fx_error's prefix
+ * names the program already. (fx_stage_supports' messages still begin so; once they do
+ * not, this returns `why` unchanged.) */
+const char *fx_refusal_text(const fx_stage *s, const char *why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

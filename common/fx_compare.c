@@ -1,0 +1,239 @@
+/*
+ * fx_compare.c — the checks of one case (fx_compare.h): the reference's sample, the
+ * forward and backward against fp64, the stage against its previous stage.
+ */
+#include "fx_compare.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_host.h"
+#include "fx_reference.h"
+
+/* Sampled forward rows per (batch, head) slice: the first and last rows (the causal
+ * edges and the tails) and evenly spaced ones between. */
+#define FX_EDGE_ROWS 8
+/* Streams of fx_rng_u64 (seeded by the problem's seed) that pick the sampled forward
+ * slices and backward groups: apart from the input tensors' streams (fx_host.c). */
+#define FX_RNG_STREAM_FWD_SLICES 99
+#define FX_RNG_STREAM_BWD_GROUPS 98
+
+const char *const fx_grad_names[3] = {"dQ", "dK", "dV"};
+
+/* The (batch, head) slices and the rows the forward reference evaluates. */
+typedef struct fx_sample {
+    int n_slices;
+    int b[FX_MAX_REF_SLICES], h[FX_MAX_REF_SLICES];
+    int n_rows; /* rows per slice */
+    int *rows;  /* [n_rows] */
+} fx_sample;
+
+static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
+{
+    double per_row = (double)p->seqlen_k * p->head_dim * 2.0;
+    double all = per_row * p->seqlen_q * p->batch * p->heads_q;
+    int slices_total = p->batch * p->heads_q;
+    memset(s, 0, sizeof *s);
+    if (all <= FX_REF_BUDGET_FWD && slices_total <= FX_MAX_REF_SLICES) {
+        s->n_slices = slices_total;
+        for (int i = 0; i < slices_total; ++i) {
+            s->b[i] = i / p->heads_q;
+            s->h[i] = i % p->heads_q;
+        }
+    } else {
+        /* The first and the last slice, then ones spread by the seed. */
+        if (max_slices > FX_MAX_REF_SLICES)
+            max_slices = FX_MAX_REF_SLICES;
+        if (max_slices > slices_total)
+            max_slices = slices_total;
+        for (int i = 0; i < max_slices; ++i) {
+            int flat = i == 0   ? 0
+                       : i == 1 ? slices_total - 1
+                                : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_FWD_SLICES, (uint64_t)i) %
+                                        (uint64_t)slices_total);
+            s->b[i] = flat / p->heads_q;
+            s->h[i] = flat % p->heads_q;
+        }
+        s->n_slices = max_slices;
+    }
+    int rows = (int)(FX_REF_BUDGET_FWD / (per_row * s->n_slices));
+    if (rows < 2 * FX_EDGE_ROWS)
+        rows = 2 * FX_EDGE_ROWS;
+    if (rows > p->seqlen_q)
+        rows = p->seqlen_q;
+    s->n_rows = rows;
+    s->rows = fx_xmalloc((size_t)rows * sizeof(int));
+    if (rows == p->seqlen_q) {
+        for (int i = 0; i < rows; ++i)
+            s->rows[i] = i;
+        return;
+    }
+    /* First and last FX_EDGE_ROWS rows, the rest evenly spaced between (sorted, distinct). */
+    int k = 0;
+    for (int i = 0; i < FX_EDGE_ROWS; ++i)
+        s->rows[k++] = i;
+    int middle = rows - 2 * FX_EDGE_ROWS;
+    int lo = FX_EDGE_ROWS, hi = p->seqlen_q - FX_EDGE_ROWS;
+    for (int i = 0; i < middle; ++i)
+        s->rows[k++] = lo + (int)(((long long)(hi - lo) * i) / (middle > 0 ? middle : 1));
+    for (int i = 0; i < FX_EDGE_ROWS; ++i)
+        s->rows[k++] = p->seqlen_q - FX_EDGE_ROWS + i;
+}
+
+void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h,
+                      const fx_outputs *st, fx_fwd_check *out)
+{
+    fx_sample s;
+    sample_forward(p, ref_slices, &s);
+    int d = p->head_dim, nr = s.n_rows;
+    fx_err_acc o, l, oe, le;
+    fx_err_acc_init(&o);
+    fx_err_acc_init(&l);
+    fx_err_acc_init(&oe);
+    fx_err_acc_init(&le);
+    /* Rows are independent: evaluate all sampled rows (in parallel where OpenMP is
+     * there), then accumulate the metrics serially in a fixed order. */
+    size_t total = (size_t)s.n_slices * nr;
+    double *ro = fx_xmalloc(total * d * sizeof(double)), *rl = fx_xmalloc(total * sizeof(double));
+    float *eo = fx_xmalloc(total * d * sizeof(float)), *el = fx_xmalloc(total * sizeof(float));
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 4)
+#endif
+    for (long long t = 0; t < (long long)total; ++t) {
+        int sl = (int)(t / nr), i = s.rows[t % nr];
+        fx_ref_forward_rows(p, h->q, h->k, h->v, s.b[sl], s.h[sl], i, i + 1, ro + t * d, rl + t);
+        fx_emu_forward_rows(p, h->q, h->k, h->v, s.b[sl], s.h[sl], i, i + 1, eo + t * d, el + t);
+    }
+    for (size_t t = 0; t < total; ++t) {
+        int sl = (int)(t / nr), i = s.rows[t % nr], b = s.b[sl], hh = s.h[sl];
+        for (int col = 0; col < d; ++col) {
+            float x = st->o_h[fx_offset(fx_layout_q(p), b, i, hh, col)];
+            fx_err_acc_add(&o, x, ro[t * d + col]);
+            fx_err_acc_add(&oe, eo[t * d + col], ro[t * d + col]);
+        }
+        float xl = st->lse_h[((size_t)b * p->heads_q + hh) * p->seqlen_q + i];
+        fx_err_acc_add(&l, xl, rl[t]);
+        fx_err_acc_add(&le, el[t], rl[t]);
+    }
+    free(rl);
+    free(el);
+    free(ro);
+    free(eo);
+    free(s.rows);
+    out->o = fx_err_acc_result(&o);
+    out->lse = fx_err_acc_result(&l);
+    out->o_emu = fx_err_acc_result(&oe);
+    out->lse_emu = fx_err_acc_result(&le);
+    out->rows = (size_t)s.n_slices * nr;
+    out->o_pass = fx_pass(out->o, out->o_emu, p->dtype, &out->o_bound);
+    out->lse_pass = fx_pass_lse(out->lse, out->lse_emu, &out->lse_bound);
+    out->pass = out->o_pass && out->lse_pass;
+}
+
+void fx_check_backward(const fx_problem *p, int ref_slices, const fx_case_host *h,
+                       const fx_outputs *st, fx_bwd_check *out)
+{
+    int G = p->heads_q / p->heads_kv, d = p->head_dim;
+    int groups_total = p->batch * p->heads_kv;
+    double per_group = 8.0 * G * p->seqlen_q * (double)p->seqlen_k * d;
+    memset(out, 0, sizeof *out);
+    int n = groups_total;
+    if (per_group * groups_total > FX_REF_BUDGET_BWD) {
+        n = (int)(FX_REF_BUDGET_BWD / per_group);
+        if (n > ref_slices)
+            n = ref_slices;
+        if (n < 1) {
+            out->ran = false;
+            out->pass = true;
+            return;
+        }
+    }
+    out->ran = true;
+    out->groups = n;
+    size_t nq_g = (size_t)G * p->seqlen_q * d, nk_g = (size_t)p->seqlen_k * d;
+    double *rq = fx_xmalloc(nq_g * sizeof(double)), *rk = fx_xmalloc(nk_g * sizeof(double)),
+           *rv = fx_xmalloc(nk_g * sizeof(double));
+    float *eq = fx_xmalloc(nq_g * sizeof(float)), *ek = fx_xmalloc(nk_g * sizeof(float)),
+          *ev = fx_xmalloc(nk_g * sizeof(float));
+    fx_err_acc acc[3], emu[3];
+    for (int t = 0; t < 3; ++t) {
+        fx_err_acc_init(&acc[t]);
+        fx_err_acc_init(&emu[t]);
+    }
+    for (int gi = 0; gi < n; ++gi) {
+        int flat = n == groups_total ? gi
+                   : gi == 0         ? 0
+                   : gi == 1         ? groups_total - 1
+                             : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_BWD_GROUPS, (uint64_t)gi) %
+                                     (uint64_t)groups_total);
+        int b = flat / p->heads_kv, hk = flat % p->heads_kv;
+        fx_ref_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, rq, rk, rv);
+        fx_emu_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, eq, ek, ev);
+        for (int g = 0; g < G; ++g)
+            for (int i = 0; i < p->seqlen_q; ++i)
+                for (int col = 0; col < d; ++col) {
+                    size_t r = ((size_t)g * p->seqlen_q + i) * d + col;
+                    float x = st->dq_h[fx_offset(fx_layout_q(p), b, i, hk * G + g, col)];
+                    fx_err_acc_add(&acc[0], x, rq[r]);
+                    fx_err_acc_add(&emu[0], eq[r], rq[r]);
+                }
+        for (int j = 0; j < p->seqlen_k; ++j)
+            for (int col = 0; col < d; ++col) {
+                size_t r = (size_t)j * d + col;
+                size_t x = fx_offset(fx_layout_kv(p), b, j, hk, col);
+                fx_err_acc_add(&acc[1], st->dk_h[x], rk[r]);
+                fx_err_acc_add(&emu[1], ek[r], rk[r]);
+                fx_err_acc_add(&acc[2], st->dv_h[x], rv[r]);
+                fx_err_acc_add(&emu[2], ev[r], rv[r]);
+            }
+    }
+    free(rq);
+    free(rk);
+    free(rv);
+    free(eq);
+    free(ek);
+    free(ev);
+    out->pass = true;
+    for (int t = 0; t < 3; ++t) {
+        out->g[t] = fx_err_acc_result(&acc[t]);
+        out->g_emu[t] = fx_err_acc_result(&emu[t]);
+        out->g_pass[t] = fx_pass(out->g[t], out->g_emu[t], p->dtype, &out->bound[t]);
+        out->pass &= out->g_pass[t];
+    }
+}
+
+bool fx_compare_prev(fx_err e, double bound, const char *what, const char *prev_id, bool verbose)
+{
+    bool pass = e.nan_count == 0 && e.inf_mismatch == 0 && e.max_abs <= bound;
+    if (verbose) {
+        char buf[160];
+        fx_err_format(e, buf, sizeof buf);
+        printf("  %-3s vs %s (all %zu): %s  bound %.2e  %s\n", what, prev_id, e.n, buf, bound,
+               pass ? "PASS" : "FAIL");
+    }
+    return pass;
+}
+
+const fx_stage *fx_find_prev(const fx_ctx *c, const fx_problem *p, bool backward, char *why,
+                             size_t why_len)
+{
+    char tmp[256];
+    why[0] = '\0';
+    for (int i = c->n_stages - 2; i >= 0; --i) {
+        const fx_stage *s = c->stages[i];
+        if (fx_stage_supports(s, p, backward, tmp, sizeof tmp) == 0) {
+            int need = s->caps.sm90a_only ? 90 : s->caps.min_sm;
+            int cc = 10 * c->dev.cc_major + c->dev.cc_minor;
+            if (cc >= need && (!s->caps.sm90a_only || cc == 90))
+                return s;
+            snprintf(tmp, sizeof tmp, "stage %s needs sm_%d%s", s->id, need,
+                     s->caps.sm90a_only ? "a" : " or newer");
+        }
+        if (!why[0])
+            snprintf(why, why_len, "%s", tmp);
+    }
+    if (!why[0])
+        snprintf(why, why_len, "%s is the first stage", c->self->id);
+    return NULL;
+}

@@ -1,0 +1,312 @@
+/*
+ * fx_run.c — the buffers of one case, and one stage's run on the device (fx_run.h).
+ */
+#include "fx_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_gpu.h"
+#include "fx_host.h"
+#include "fx_msg.h"
+
+void *fx_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fx_error("out of host memory (%zu bytes)", n);
+        exit(FX_EXIT_FAIL);
+    }
+    return p;
+}
+
+/* ---- host inputs --------------------------------------------------------------------- */
+
+void fx_host_free(fx_case_host *h)
+{
+    free(h->q);
+    free(h->k);
+    free(h->v);
+    free(h->dout);
+    free(h->qb);
+    free(h->kb);
+    free(h->vb);
+    free(h->dob);
+    memset(h, 0, sizeof *h);
+}
+
+void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h)
+{
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    memset(h, 0, sizeof *h);
+    h->q = fx_xmalloc(nq * sizeof(float));
+    h->k = fx_xmalloc(nkv * sizeof(float));
+    h->v = fx_xmalloc(nkv * sizeof(float));
+    fx_fill(p, FX_T_Q, h->q, nq);
+    fx_fill(p, FX_T_K, h->k, nkv);
+    fx_fill(p, FX_T_V, h->v, nkv);
+    h->qb = fx_xmalloc(nq * 2);
+    h->kb = fx_xmalloc(nkv * 2);
+    h->vb = fx_xmalloc(nkv * 2);
+    fx_to_bits(p->dtype, h->q, h->qb, nq);
+    fx_to_bits(p->dtype, h->k, h->kb, nkv);
+    fx_to_bits(p->dtype, h->v, h->vb, nkv);
+    if (backward) {
+        h->dout = fx_xmalloc(nq * sizeof(float));
+        fx_fill(p, FX_T_DO, h->dout, nq);
+        h->dob = fx_xmalloc(nq * 2);
+        fx_to_bits(p->dtype, h->dout, h->dob, nq);
+    }
+}
+
+/* ---- device inputs ------------------------------------------------------------------- */
+
+/* Allocation failures name the bytes (the harness contract: refuse, don't crash). */
+static cudaError_t dev_alloc(void **ptr, size_t bytes, const char *what)
+{
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        fx_error("cannot allocate %s: %zu bytes needed, %zu free of %zu", what, bytes, free_b,
+                 total_b);
+    }
+    return err;
+}
+
+void fx_inputs_free(fx_inputs *in)
+{
+    cudaFree(in->q);
+    cudaFree(in->k);
+    cudaFree(in->v);
+    cudaFree(in->dout);
+    memset(in, 0, sizeof *in);
+}
+
+cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, fx_inputs *in)
+{
+    size_t bq = fx_numel_q(p) * 2, bkv = fx_numel_kv(p) * 2;
+    cudaError_t err;
+    memset(in, 0, sizeof *in);
+    in->p = p;
+    if ((err = dev_alloc(&in->q, bq, "Q")) || (err = dev_alloc(&in->k, bkv, "K")) ||
+        (err = dev_alloc(&in->v, bkv, "V")))
+        return err;
+    if ((err = FX_CUDA(cudaMemcpy(in->q, h->qb, bq, cudaMemcpyHostToDevice))) ||
+        (err = FX_CUDA(cudaMemcpy(in->k, h->kb, bkv, cudaMemcpyHostToDevice))) ||
+        (err = FX_CUDA(cudaMemcpy(in->v, h->vb, bkv, cudaMemcpyHostToDevice))))
+        return err;
+    if (h->dob) {
+        if ((err = dev_alloc(&in->dout, bq, "dO")) ||
+            (err = FX_CUDA(cudaMemcpy(in->dout, h->dob, bq, cudaMemcpyHostToDevice))))
+            return err;
+    }
+    return cudaSuccess;
+}
+
+/* ---- one stage's run ----------------------------------------------------------------- */
+
+static void outputs_free(fx_outputs *o)
+{
+    cudaFree(o->o);
+    cudaFree(o->lse);
+    cudaFree(o->dq);
+    cudaFree(o->dk);
+    cudaFree(o->dv);
+    free(o->o_h);
+    free(o->lse_h);
+    free(o->dq_h);
+    free(o->dk_h);
+    free(o->dv_h);
+    memset(o, 0, sizeof *o);
+}
+
+void fx_run_free(fx_run *r)
+{
+    cudaFree(r->workspace);
+    outputs_free(&r->out);
+    memset(r, 0, sizeof *r);
+}
+
+cudaError_t fx_launch_forward(void *ctx)
+{
+    fx_run *r = ctx;
+    return r->s->forward(&r->fwd);
+}
+
+cudaError_t fx_launch_backward(void *ctx)
+{
+    fx_run *r = ctx;
+    return r->s->backward(&r->bwd);
+}
+
+/* Every byte 0xff: NaN in bf16, fp16 and fp32 alike. */
+static cudaError_t poison(void *ptr, size_t bytes)
+{
+    return cudaMemset(ptr, 0xff, bytes);
+}
+
+static void bits_to_host(fx_dtype dt, const uint16_t *bits, float **out, size_t n)
+{
+    if (!*out)
+        *out = fx_xmalloc(n * sizeof(float));
+    fx_from_bits(dt, bits, *out, n);
+}
+
+/* The workspace the stage needs for the forward and, when asked, the backward: one buffer
+ * of the larger size serves both. Reused while the size stays the same. */
+static cudaError_t workspace_make(fx_run *r, const fx_problem *p, bool backward)
+{
+    const fx_stage *s = r->s;
+    size_t need = 0;
+    if (s->workspace_bytes) {
+        size_t wf = s->workspace_bytes(p, false);
+        size_t wb = backward ? s->workspace_bytes(p, true) : 0;
+        need = wf > wb ? wf : wb;
+    }
+    if (r->workspace && need == r->workspace_bytes)
+        return cudaSuccess;
+    cudaFree(r->workspace);
+    r->workspace = NULL;
+    r->workspace_bytes = need;
+    if (!need)
+        return cudaSuccess;
+    char what[96];
+    snprintf(what, sizeof what, "the workspace of stage %s", s->id);
+    return dev_alloc(&r->workspace, need, what);
+}
+
+/* Copies the device outputs back through a 16-bit staging buffer. */
+static cudaError_t outputs_to_host(const fx_problem *p, bool backward, fx_outputs *out)
+{
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    cudaError_t err;
+    uint16_t *stage = fx_xmalloc((nq > nkv ? nq : nkv) * 2);
+    if ((err = FX_CUDA(cudaMemcpy(stage, out->o, nq * 2, cudaMemcpyDeviceToHost))))
+        goto done;
+    bits_to_host(p->dtype, stage, &out->o_h, nq);
+    if (!out->lse_h)
+        out->lse_h = fx_xmalloc(nl * sizeof(float));
+    if ((err =
+             FX_CUDA(cudaMemcpy(out->lse_h, out->lse, nl * sizeof(float), cudaMemcpyDeviceToHost))))
+        goto done;
+    if (backward) {
+        if ((err = FX_CUDA(cudaMemcpy(stage, out->dq, nq * 2, cudaMemcpyDeviceToHost))))
+            goto done;
+        bits_to_host(p->dtype, stage, &out->dq_h, nq);
+        if ((err = FX_CUDA(cudaMemcpy(stage, out->dk, nkv * 2, cudaMemcpyDeviceToHost))))
+            goto done;
+        bits_to_host(p->dtype, stage, &out->dk_h, nkv);
+        if ((err = FX_CUDA(cudaMemcpy(stage, out->dv, nkv * 2, cudaMemcpyDeviceToHost))))
+            goto done;
+        bits_to_host(p->dtype, stage, &out->dv_h, nkv);
+    }
+done:
+    free(stage);
+    return err;
+}
+
+cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool backward)
+{
+    const fx_problem *p = in->p;
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    fx_outputs *out = &r->out;
+    cudaError_t err;
+    r->s = s;
+    if ((err = workspace_make(r, p, backward)))
+        return err;
+    if (!out->o) {
+        if ((err = dev_alloc(&out->o, nq * 2, "O")) ||
+            (err = dev_alloc((void **)&out->lse, nl * sizeof(float), "LSE")))
+            return err;
+        if (backward && ((err = dev_alloc(&out->dq, nq * 2, "dQ")) ||
+                         (err = dev_alloc(&out->dk, nkv * 2, "dK")) ||
+                         (err = dev_alloc(&out->dv, nkv * 2, "dV"))))
+            return err;
+    }
+    fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
+    r->fwd = (fx_fwd_args){.p = p,
+                           .q = in->q,
+                           .k = in->k,
+                           .v = in->v,
+                           .o = out->o,
+                           .lse = out->lse,
+                           .q_layout = lq,
+                           .k_layout = lkv,
+                           .v_layout = lkv,
+                           .o_layout = lq,
+                           .workspace = r->workspace,
+                           .workspace_bytes = r->workspace_bytes,
+                           .stream = 0};
+    if ((err = FX_CUDA(poison(out->o, nq * 2))) ||
+        (err = FX_CUDA(poison(out->lse, nl * sizeof(float)))))
+        return err;
+    if ((err = FX_CUDA(s->forward(&r->fwd))) || (err = FX_CUDA(cudaDeviceSynchronize())))
+        return err;
+    if (backward) {
+        r->bwd = (fx_bwd_args){.p = p,
+                               .q = in->q,
+                               .k = in->k,
+                               .v = in->v,
+                               .o = out->o,
+                               .dout = in->dout,
+                               .lse = out->lse,
+                               .dq = out->dq,
+                               .dk = out->dk,
+                               .dv = out->dv,
+                               .q_layout = lq,
+                               .k_layout = lkv,
+                               .v_layout = lkv,
+                               .o_layout = lq,
+                               .workspace = r->workspace,
+                               .workspace_bytes = r->workspace_bytes,
+                               .stream = 0};
+        if ((err = FX_CUDA(poison(out->dq, nq * 2))) || (err = FX_CUDA(poison(out->dk, nkv * 2))) ||
+            (err = FX_CUDA(poison(out->dv, nkv * 2))))
+            return err;
+        if ((err = FX_CUDA(s->backward(&r->bwd))) || (err = FX_CUDA(cudaDeviceSynchronize())))
+            return err;
+    }
+    return outputs_to_host(p, backward, out);
+}
+
+/* ---- --repeat -------------------------------------------------------------------------- */
+
+static bool bitwise_equal(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+int fx_repeat_check(const fx_run *first, const fx_inputs *in, bool backward, int repeat,
+                    bool verbose)
+{
+    const fx_problem *p = in->p;
+    const fx_outputs *f = &first->out;
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    bool bwd = backward && first->s->caps.deterministic_backward;
+    fx_run again = {0};
+    int bad = 0;
+    for (int it = 0; it < repeat - 1 && !bad; ++it) {
+        if (fx_run_stage(&again, first->s, in, bwd) != cudaSuccess) {
+            fx_run_free(&again);
+            return -1;
+        }
+        const fx_outputs *a = &again.out;
+        bad |= !bitwise_equal(a->o_h, f->o_h, nq);
+        bad |= !bitwise_equal(a->lse_h, f->lse_h, nl);
+        if (bwd) {
+            bad |= !bitwise_equal(a->dq_h, f->dq_h, nq);
+            bad |= !bitwise_equal(a->dk_h, f->dk_h, nkv);
+            bad |= !bitwise_equal(a->dv_h, f->dv_h, nkv);
+        }
+        if (bad && verbose)
+            printf("  repeat %d of %d differs bitwise from the first run: FAIL\n", it + 2, repeat);
+    }
+    if (!bad && verbose)
+        printf("  repeat: %d runs bitwise equal (%s)  PASS\n", repeat,
+               bwd ? "forward and backward" : "forward");
+    fx_run_free(&again);
+    return bad;
+}
