@@ -23,14 +23,6 @@
 /* Above this many FLOPs the CPU model (fp32, a few GFLOP/s per core) takes minutes: say so. */
 #define FX_CPU_MODEL_SLOW_FLOPS 2e10
 
-const char *fx_refusal_text(const fx_stage *s, const char *why)
-{
-    const size_t n = strlen(s->id);
-    if (!strncmp(why, "stage ", 6) && !strncmp(why + 6, s->id, n) && !strncmp(why + 6 + n, ": ", 2))
-        return why + 6 + n + 2;
-    return why;
-}
-
 static size_t count_nan(const float *x, size_t n)
 {
     size_t bad = 0;
@@ -263,7 +255,7 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
     const int supported = fx_stage_supports(c->self, p, backward, why, sizeof why);
     if (supported != 0) {
         /* 77: this GPU lacks what the problem needs (a skip); else outside the stage. */
-        fx_error("%s", fx_refusal_text(c->self, why));
+        fx_error("%s", why);
         return supported == FX_EXIT_NO_GPU ? FX_EXIT_NO_GPU : FX_EXIT_USAGE;
     }
     fx_problem_format(p, line, sizeof line);

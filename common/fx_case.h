@@ -47,11 +47,6 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_resu
  * reference. Returns 0 pass, 1 fail, 2 when the stage has no CPU model. */
 int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p);
 
-/* `why`, a refusal of stage s, without a leading "stage <s->id>: ": fx_error's prefix
- * names the program already. (fx_stage_supports' messages still begin so; once they do
- * not, this returns `why` unchanged.) */
-const char *fx_refusal_text(const fx_stage *s, const char *why);
-
 #ifdef __cplusplus
 }
 #endif

@@ -227,11 +227,11 @@ const fx_stage *fx_find_prev(const fx_ctx *c, const fx_problem *p, bool backward
             int cc = 10 * c->dev.cc_major + c->dev.cc_minor;
             if (cc >= need && (!s->caps.sm90a_only || cc == 90))
                 return s;
-            snprintf(tmp, sizeof tmp, "stage %s needs sm_%d%s", s->id, need,
+            snprintf(tmp, sizeof tmp, "needs sm_%d%s", need,
                      s->caps.sm90a_only ? "a" : " or newer");
         }
         if (!why[0])
-            snprintf(why, why_len, "%s", tmp);
+            snprintf(why, why_len, "%s: %s", s->id, tmp);
     }
     if (!why[0])
         snprintf(why, why_len, "%s is the first stage", c->self->id);

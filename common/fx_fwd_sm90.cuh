@@ -33,7 +33,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "fx_log.h"
+#include "fx_msg.h"
 #include "fx_stage.h"
 #include "fx_tma.h"
 #include "ptx/hopper.cuh"

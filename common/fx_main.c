@@ -28,7 +28,7 @@ static int main_cpu(const fx_ctx *c)
     const int supported =
         fx_stage_supports(c->self, &c->opt.problem, c->opt.backward, why, sizeof why);
     if (supported != 0 && supported != FX_EXIT_NO_GPU) {
-        fx_error("%s", fx_refusal_text(c->self, why));
+        fx_error("%s", why);
         return FX_EXIT_USAGE;
     }
     if (c->opt.backward && c->self->cpu_model && !c->self->cpu_model->backward) {
@@ -117,11 +117,11 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         const int supported =
             fx_stage_supports(c.self, &c.opt.problem, c.opt.backward, why, sizeof why);
         if (supported == FX_EXIT_NO_GPU) {
-            fx_notice("skipped: %s", fx_refusal_text(c.self, why));
+            fx_notice("skipped: %s", why);
             return fx_exit_code_no_gpu();
         }
         if (supported != 0) {
-            fx_error("%s", fx_refusal_text(c.self, why));
+            fx_error("%s", why);
             return FX_EXIT_USAGE;
         }
     }

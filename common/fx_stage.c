@@ -36,26 +36,24 @@ int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, cha
     char dims[128];
     if (!head_dim_supported(c, p->head_dim)) {
         head_dims_text(c, dims, sizeof dims);
-        snprintf(why, why_len, "stage %s: head_dim %d is not supported (head_dim: %s)", s->id,
-                 p->head_dim, dims);
+        snprintf(why, why_len, "head_dim %d is not supported (head_dim: %s)", p->head_dim, dims);
         return 2;
     }
     if (!(c->dtypes & FX_DTYPE_BIT(p->dtype))) {
-        snprintf(why, why_len, "stage %s: dtype %s is not supported", s->id,
-                 fx_dtype_name(p->dtype));
+        snprintf(why, why_len, "dtype %s is not supported", fx_dtype_name(p->dtype));
         return 2;
     }
     if (p->causal && !c->causal) {
-        snprintf(why, why_len, "stage %s: causal masking is not supported", s->id);
+        snprintf(why, why_len, "causal masking is not supported");
         return 2;
     }
     if (p->heads_q != p->heads_kv && !c->gqa) {
-        snprintf(why, why_len, "stage %s: heads_q (%d) != heads_kv (%d) needs GQA, not supported",
-                 s->id, p->heads_q, p->heads_kv);
+        snprintf(why, why_len, "heads_q (%d) != heads_kv (%d) needs GQA, not supported", p->heads_q,
+                 p->heads_kv);
         return 2;
     }
     if (backward && (!c->backward || !s->backward)) {
-        snprintf(why, why_len, "stage %s has no backward", s->id);
+        snprintf(why, why_len, "there is no backward");
         return 2;
     }
     if (s->check_problem)
@@ -84,19 +82,18 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
              c->limits ? "  limits:   " : "", c->limits ? c->limits : "", c->limits ? "\n" : "");
 }
 
-int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why, size_t why_len)
+int fx_check_grid_heads_batch(const fx_problem *p, char *why, size_t why_len)
 {
     if (p->heads_q <= FX_MAX_GRID_YZ && p->batch <= FX_MAX_GRID_YZ)
         return 0;
     snprintf(why, why_len,
-             "%s runs one CTA per (query block, head, batch): heads_q (%d) and batch (%d) must "
-             "each be at most %d (gridDim.y/z)",
-             stage_id, p->heads_q, p->batch, FX_MAX_GRID_YZ);
+             "heads_q (%d) and batch (%d) must each be at most %d: the grid is one CTA per "
+             "(query block, head, batch) (gridDim.y/z)",
+             p->heads_q, p->batch, FX_MAX_GRID_YZ);
     return 2;
 }
 
-int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const char *what,
-                        char *why, size_t why_len)
+int fx_check_smem_optin(size_t needed, int head_dim, const char *what, char *why, size_t why_len)
 {
     int device = 0, smem_optin = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
@@ -108,18 +105,15 @@ int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const
     if (needed <= (size_t)smem_optin)
         return 0;
     snprintf(why, why_len,
-             "%s at head_dim %d keeps %s in shared memory: %zu bytes per block, "
-             "this GPU allows %d",
-             stage_id, head_dim, what, needed, smem_optin);
+             "at head_dim %d, %s in shared memory need %zu bytes per block; this GPU allows %d",
+             head_dim, what, needed, smem_optin);
     return FX_EXIT_NO_GPU;
 }
 
-int fx_check_hopper_fwd(const fx_problem *p, const char *stage_id, size_t smem_bytes, char *why,
-                        size_t why_len)
+int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_t why_len)
 {
-    if (fx_check_grid_heads_batch(p, stage_id, why, why_len))
+    if (fx_check_grid_heads_batch(p, why, why_len))
         return 2;
-    return fx_check_smem_optin(smem_bytes, stage_id, p->head_dim, "Q and two stages of K and V",
-                               why, why_len);
+    return fx_check_smem_optin(smem_bytes, p->head_dim, "Q and two stages of K and V", why,
+                               why_len);
 }
-

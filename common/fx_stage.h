@@ -99,32 +99,31 @@ typedef struct fx_stage {
 
 /* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, backward if asked) and
  * its check_problem accepts it; else 2 with the limit named in `why`, or check_problem's
- * FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g.
- * "stage 03_flash2: head_dim 80 is not supported (head_dim: 64/96/128/256)". The GPU's
- * architecture (min_sm, sm90a_only) is fx_device_open's check, not this one's. */
+ * FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g. "head_dim 80 is not supported
+ * (head_dim: 64/96/128/256)". Messages here and from every check_problem name no stage: the
+ * program's prefix names its own (fx_msg.h), and the previous-stage line names the stage it
+ * is about. The GPU's architecture (min_sm, sm90a_only) is fx_device_open's check. */
 int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, char *why,
                       size_t why_len);
 
 /* The grid of stages 03-08 is (query blocks, heads_q, batch), and gridDim.y and gridDim.z
  * stop at FX_MAX_GRID_YZ. Returns 0 when heads_q and batch fit, else 2 with the message
- * "<stage_id> runs one CTA per (query block, head, batch): heads_q (...) and batch (...)
- * must each be at most 65535 (gridDim.y/z)" in `why`. Needs no GPU. */
+ * "heads_q (...) and batch (...) must each be at most 65535: the grid is one CTA per (query
+ * block, head, batch) (gridDim.y/z)" in `why`. Needs no GPU. */
 #define FX_MAX_GRID_YZ 65535
-int fx_check_grid_heads_batch(const fx_problem *p, const char *stage_id, char *why, size_t why_len);
+int fx_check_grid_heads_batch(const fx_problem *p, char *why, size_t why_len);
 
 /* Returns FX_EXIT_NO_GPU (77, "no suitable GPU") with a message naming the bytes when one
  * block needs more dynamic shared memory (`needed` bytes, for `what` at this head_dim)
  * than the current GPU allows a block to opt in to
  * (cudaDevAttrMaxSharedMemoryPerBlockOptin), else 0. With no device to ask it returns 0:
  * opening the device reports that (exit 77) on its own. */
-int fx_check_smem_optin(size_t needed, const char *stage_id, int head_dim, const char *what,
-                        char *why, size_t why_len);
+int fx_check_smem_optin(size_t needed, int head_dim, const char *what, char *why, size_t why_len);
 
 /* The refusals every one-CTA-per-tile Hopper forward (stages 04-08) makes beyond its caps:
  * fx_check_grid_heads_batch, then fx_check_smem_optin for `smem_bytes` per CTA (Q and the
  * K/V ring). 0, 2 or 77 with the reason in `why`, as those two. Needs no GPU. */
-int fx_check_hopper_fwd(const fx_problem *p, const char *stage_id, size_t smem_bytes, char *why,
-                        size_t why_len);
+int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_t why_len);
 
 /* The capabilities every Hopper forward stage (04-08) has: head_dim 64/128/256 (whole
  * 64-column slabs: one 128B-swizzled TMA box and wgmma atom each), bf16 and fp16, causal,

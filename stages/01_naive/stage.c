@@ -37,7 +37,7 @@ static int check_problem(const fx_problem *p, bool backward, char *why, size_t w
     }
     if (needed > free_bytes) {
         snprintf(why, why_len,
-                 "01_naive keeps S (fp32) and P (%s) of every (batch, head) in device memory: "
+                 "S (fp32) and P (%s) of every (batch, head) stay in device memory: "
                  "the %s needs %zu bytes of workspace, the device has %zu bytes free",
                  fx_dtype_name(p->dtype), backward ? "backward" : "forward", needed, free_bytes);
         return 2;

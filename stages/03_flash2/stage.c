@@ -50,20 +50,20 @@ static int check_problem(const fx_problem *p, bool backward, char *why, size_t w
     if (backward && p->softmax_scale > BWD_MAX_SCALE) {
         snprintf(
             why, why_len,
-            "03_flash2's backward takes softmax_scale up to %g (got %g): it folds the scale "
+            "the backward takes softmax_scale up to %g (got %g): it folds the scale "
             "into one fp32 FFMA, and at larger |S|·scale the rounding of P breaks dS = P(dP - D)",
             BWD_MAX_SCALE, p->softmax_scale);
         return 2;
     }
-    if (fx_check_grid_heads_batch(p, "03_flash2", why, why_len))
+    if (fx_check_grid_heads_batch(p, why, why_len))
         return 2;
-    int rc = fx_check_smem_optin(fx_fwd_smem_bytes_03(p->head_dim), "03_flash2", p->head_dim,
+    int rc = fx_check_smem_optin(fx_fwd_smem_bytes_03(p->head_dim), p->head_dim,
                                  "Q and two stages of K and V", why, why_len);
     if (rc != 0)
         return rc;
     if (backward)
-        return fx_check_smem_optin(fx_bwd_smem_bytes_03(p->head_dim), "03_flash2's backward",
-                                   p->head_dim, "K, V, two stages of Q and dO, P and dS", why,
+        return fx_check_smem_optin(fx_bwd_smem_bytes_03(p->head_dim), p->head_dim,
+                                   "the backward's K, V, two stages of Q and dO, P and dS", why,
                                    why_len);
     return 0;
 }

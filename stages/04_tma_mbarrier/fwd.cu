@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fx_log.h"
+#include "fx_msg.h"
 #include "fx_stage.h"
 #include "fx_tma.h"
 #include "ptx/hopper.cuh"
@@ -269,17 +269,16 @@ __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
     return la;
 }
 
-/* From |m·scale_log2| = 2^24 on (where fp32's ulp is 2), the FFMA-folded exponent of the row
- * maximum, fma(m, c, −round(m·c)) = the rounding error of m·c, can reach 1 and grows without
- * bound beyond (P overflows to inf and O to NaN at |m·c| ~ 2^31, for logits a finite input
- * can make). There the softmax takes the exact path: the choice is per warp and per K/V block
- * (one vote), so the fast path costs a compare per row. */
+/* The softmax's two paths (stage 05's softmax state draws them in full), both relative to
+ * R = round(m·c): the fast path, P = 2^(fma(S, c, −R)), whose maximum is 2^(m·c − R), within
+ * half an ulp of |m·c| of 1; and from |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2,
+ * and past which that exponent grows without bound: P = inf and a NaN O from |m·c| ~ 2^31,
+ * which finite inputs reach) the exact path, P = 2^(round(S·c) − R), whose maximum is exactly
+ * 1 and none larger. One vote per warp and K/V block chooses. */
 constexpr float kSoftmaxExactFrom = 0x1p24f;
 
-/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ. kExact: one rounded product
- * per score, then the subtraction — the maximum's exponent is exactly 0 and no exponent is
- * positive (rounding is monotone), so P <= 1 for every finite input; else one FFMA per score,
- * whose maximum has P = 2^(±half an ulp of m·c), within a factor 2 of 1 below 2^24. */
+/* P = 2^(S·c − R) in place, R = m_scaled, and this lane's part of ℓ. kExact: S·c rounded on
+ * its own, then the subtraction; else one FFMA and one EX2 per score. */
 template <class Cfg, bool kExact>
 __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
                                             float (&row_sum)[Cfg::kMTiles][2],
@@ -401,10 +400,9 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     }
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
-    // P = exp(scale·(S − m)) = 2^(S·c − round(m·c)), c = scale_log2, one FFMA and one EX2 per
-    // score (softmax_exp says when the exact path takes over). alpha = exp(m_old − m_new)
-    // rescales what was accumulated so far from the same ROUNDED products as P,
-    // 2^(round(m_old·c) − round(m_new·c)) (__fmul_rn: not fused into an FFMA with the
+    // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = round(m·c) (softmax_exp: the
+    // two paths). alpha = exp(m_old − m_new) = 2^(R_old − R_new) rescales what was accumulated
+    // so far, from the same ROUNDED products as P (__fmul_rn: not fused into an FFMA with the
     // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
     // (docs/03_flash2.md, "The LSE must match the forward's P").
     float m_scaled[kM][2];
@@ -422,7 +420,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
             m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
             // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
-            m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+            m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
             const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha;
@@ -431,7 +429,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
                 acc_o[i][d][2 * h] *= alpha;
                 acc_o[i][d][2 * h + 1] *= alpha;
             }
-            exact = exact || !(fabsf(m_scaled[i][h]) < kSoftmaxExactFrom);  // NaN: exact
+            exact = exact || !(fabsf(m_scaled[i][h]) < kSoftmaxExactFrom);  // inf: exact
         }
     if (__any_sync(kFullWarp, exact))
         softmax_exp<Cfg, true>(acc_s, row_sum, m_scaled, scale_log2);

@@ -16,8 +16,7 @@ size_t fx_fwd_smem_bytes_04(int head_dim);
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    return fx_check_hopper_fwd(p, "04_tma_mbarrier", fx_fwd_smem_bytes_04(p->head_dim), why,
-                               why_len);
+    return fx_check_hopper_fwd(p, fx_fwd_smem_bytes_04(p->head_dim), why, why_len);
 }
 
 const fx_stage fx_stage_04_tma_mbarrier = {

@@ -114,6 +114,9 @@ enum NamedBarrier : uint32_t {
     kBarrierEpilogue = 1,
 };
 constexpr uint32_t kEpilogueThreads = kWarpgroupThreads;
+static_assert(ConfigD64::kNumConsumers <= 3 && ConfigD128::kNumConsumers <= 3 &&
+                  ConfigD256::kNumConsumers <= 3,
+              "at most 3 consumer warpgroups: the epilogue's barriers are ids 1-3");
 /* END UNIT */
 
 /* UNIT(descriptors) */
@@ -288,17 +291,18 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
 /* ---------------------------------------------------------------------------------
  * Softmax state: the online softmax of FA2 Algorithm 1 for this thread's two rows
  *
- * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e). The fast path folds the
- * scale into one FFMA per score, 2^(fma(S, c, −round(m·c))), as FlashAttention does; for
- * S = m its exponent is the rounding error of m·c, at most half an ulp of |m·c|. Once
- * |m·c| reaches kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that error can reach 1 and
- * grows without bound beyond (to inf, and a NaN O, at |m·c| ~ 2^31): there the softmax
- * takes the exact path, 2^(round(S·c) − round(m·c)), whose exponent is exactly 0 for the
- * maximum and never positive (rounding is monotone), so P <= 1 for every finite input. The
- * choice is per warp and per K/V block (a vote), so the fast path costs one compare per
- * row. The online rescale alpha = 2^(round(m_old·c) − round(m_new·c)) uses the same
- * rounded products as P, so that ℓ and the LSE agree with the P that a backward recomputes
- * (stage 03, docs/03_flash2.md "The LSE must match the forward's P").
+ * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e), taken relative to the
+ * reference R = round(m·c). The fast path folds the scale into one FFMA per score,
+ * 2^(fma(S, c, −R)), as FlashAttention does: the maximum's P is 2^(m·c − R), within half an
+ * ulp of |m·c| of 1. From |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that
+ * exponent can reach 1 and it grows without bound beyond (P = inf and a NaN O from |m·c| ~
+ * 2^31, logits that finite inputs reach). There the softmax takes the exact path,
+ * 2^(round(S·c) − R): the maximum's exponent is exactly 0 and none is positive (rounding is
+ * monotone), so P <= 1 for every input whose logits S·c are finite in fp32. The choice is per
+ * warp and K/V block (one vote), so the fast path costs a compare per row. Both paths use the
+ * same R, so the online rescale alpha = 2^(R_old − R_new), from the same rounded products as
+ * P, serves both: ℓ and the LSE agree with the P a backward recomputes (stage 03 measured why,
+ * docs/03_flash2.md "The LSE must match the forward's P").
  * ------------------------------------------------------------------------------ */
 
 constexpr float kSoftmaxExactFrom = 0x1p24f;
@@ -316,8 +320,8 @@ __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
     }
 }
 
-/* P = 2^(S·c − round(m·c)) in place, and this lane's part of ℓ; kExact: the exact path
- * (one rounded product per score, then the subtraction), else one FFMA per score. */
+/* P = 2^(S·c − R) in place, R = m_scaled, and this lane's part of ℓ. kExact: S·c rounded on
+ * its own, then the subtraction (one FMUL and one FADD per score); else one FFMA per score. */
 template <class Cfg, bool kExact>
 __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
                                             const float (&m_scaled)[2], float scale_log2)
@@ -354,12 +358,12 @@ __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[
         m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
         // A row that has seen only masked keys keeps m = -inf: exponentiate against 0, so
         // every P is 0 and no -inf - (-inf) = NaN appears.
-        m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+        m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
         alpha[h] = fx_ex2(__fmul_rn(sm.row_max[h], scale_log2) - m_scaled[h]);
         sm.row_max[h] = m_new;
         sm.row_sum[h] *= alpha[h];
     }
-    // NaN compares false: a NaN row takes the exact path, which keeps it NaN.
+    // The exact path from kSoftmaxExactFrom on (inf compares false too).
     const bool exact = __any_sync(kFullWarp, !(fabsf(m_scaled[0]) < kSoftmaxExactFrom &&
                                                fabsf(m_scaled[1]) < kSoftmaxExactFrom));
     if (!exact)
@@ -493,6 +497,7 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
  * Mainloop
  * ------------------------------------------------------------------------------ */
 
+/* UNIT(mainloop_step) */
 /* The K/V block n_block in the ring at `read`. kMask: the block needs the causal or
  * seqlen_k mask. This warp releases K and V each once the wgmmas reading it have completed
  * (wait_group 0). */
@@ -533,6 +538,7 @@ __device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, SharedStorag
     if (c.lane == 0)
         fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[read.stage]));
 }
+/* END UNIT */
 
 /* ---------------------------------------------------------------------------------
  * Producer warpgroup: one elected lane issues every load

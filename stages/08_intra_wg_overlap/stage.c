@@ -17,8 +17,7 @@ static int check_problem(const fx_problem *p, bool backward, char *why, size_t w
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
     if (fx_fwd_check_ablation_08(p->head_dim, why, why_len))
         return 2;
-    return fx_check_hopper_fwd(p, "08_intra_wg_overlap", fx_fwd_smem_bytes_08(p->head_dim), why,
-                               why_len);
+    return fx_check_hopper_fwd(p, fx_fwd_smem_bytes_08(p->head_dim), why, why_len);
 }
 
 const fx_stage fx_stage_08_intra_wg_overlap = {

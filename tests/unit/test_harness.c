@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fx_case.h" /* fx_refusal_text */
 #include "fx_gpu.h"
 #include "fx_host.h"
 #include "fx_msg.h"
@@ -63,20 +62,6 @@ START_TEST(a_message_too_long_is_cut_and_still_ends_its_line)
     ck_assert_uint_lt(n, 1024);
     ck_assert_int_eq(line[n - 1], '\n');
     ck_assert(!strncmp(line, FX_MSG_DEFAULT_PREFIX ": xxx", strlen(FX_MSG_DEFAULT_PREFIX) + 5));
-}
-END_TEST
-
-/* The stage descriptors' messages still name the stage; the printer's prefix does that. */
-START_TEST(a_refusal_loses_its_own_stage_prefix_only)
-{
-    const fx_stage s = {.id = "03_flash2"};
-    ck_assert_str_eq(fx_refusal_text(&s, "stage 03_flash2: head_dim 80 is not supported"),
-                     "head_dim 80 is not supported");
-    ck_assert_str_eq(fx_refusal_text(&s, "stage 03_flash2 has no backward"),
-                     "stage 03_flash2 has no backward");
-    ck_assert_str_eq(fx_refusal_text(&s, "stage 02_flash1: head_dim 80 is not supported"),
-                     "stage 02_flash1: head_dim 80 is not supported");
-    ck_assert_str_eq(fx_refusal_text(&s, "stage 03_flash2x: y"), "stage 03_flash2x: y");
 }
 END_TEST
 
@@ -181,7 +166,6 @@ static Suite *harness_suite(void)
     TCase *msg = tcase_create("messages");
     tcase_add_test(msg, messages_carry_the_program_name_once_it_is_set);
     tcase_add_test(msg, a_message_too_long_is_cut_and_still_ends_its_line);
-    tcase_add_test(msg, a_refusal_loses_its_own_stage_prefix_only);
     suite_add_tcase(s, msg);
     TCase *qk = tcase_create("qk_scale");
     tcase_add_test(qk, qk_scale_multiplies_q_and_k_before_rounding_and_leaves_v);

@@ -69,7 +69,8 @@ static void assert_refused(const fx_stage *s, fx_problem p, bool backward, const
     char why[512] = "";
     ck_assert_int_eq(fx_stage_supports(s, &p, backward, why, sizeof why), 2);
     ck_assert_msg(strstr(why, needle) != NULL, "message '%s' does not name '%s'", why, needle);
-    ck_assert_msg(strstr(why, s->id) != NULL, "message '%s' does not name the stage", why);
+    /* The program's prefix names the stage (fx_msg.h); the message itself does not. */
+    ck_assert_msg(strstr(why, s->id) == NULL, "message '%s' names the stage", why);
 }
 
 START_TEST(a_problem_inside_the_capabilities_is_accepted)
@@ -106,15 +107,15 @@ START_TEST(a_grid_past_65535_heads_or_batches_is_refused_by_name)
 {
     char why[256] = "";
     fx_problem p = fx_problem_default();
-    ck_assert_int_eq(fx_check_grid_heads_batch(&p, "08_intra_wg_overlap", why, sizeof why), 0);
+    ck_assert_int_eq(fx_check_grid_heads_batch(&p, why, sizeof why), 0);
     p.heads_q = p.heads_kv = FX_MAX_GRID_YZ + 1;
-    ck_assert_int_eq(fx_check_grid_heads_batch(&p, "08_intra_wg_overlap", why, sizeof why), 2);
-    ck_assert_ptr_nonnull(strstr(why, "08_intra_wg_overlap runs one CTA per"));
+    ck_assert_int_eq(fx_check_grid_heads_batch(&p, why, sizeof why), 2);
+    ck_assert_ptr_nonnull(strstr(why, "the grid is one CTA per"));
     ck_assert_ptr_nonnull(strstr(why, "heads_q (65536)"));
     p = fx_problem_default();
     p.batch = FX_MAX_GRID_YZ + 1;
     why[0] = '\0';
-    ck_assert_int_eq(fx_check_grid_heads_batch(&p, "05_wgmma", why, sizeof why), 2);
+    ck_assert_int_eq(fx_check_grid_heads_batch(&p, why, sizeof why), 2);
     ck_assert_ptr_nonnull(strstr(why, "batch (65536)"));
 }
 END_TEST
