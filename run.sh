@@ -33,6 +33,9 @@ for a in "$@"; do
     esac
 done
 
+# shellcheck source=scripts/stage_caps.sh
+source scripts/stage_caps.sh
+
 if ((skip_build)); then
     [[ -d build/bin ]] || { echo "run.sh: no build/bin yet: run ./run.sh without --skip-build" >&2; exit 2; }
 else
@@ -139,8 +142,9 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
         # The backward too where the stage has one (its --help says so); a CPU model
         # without a backward is retried forward only.
         bwd=()
-        "$bin" --help | grep -q '^  backward: yes' && bwd=(--bwd)
-        run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+        if fx_stage_has_backward "$bin"; then bwd=(--bwd); fi
+        run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" \
+            ${cpu_args[@]+"${cpu_args[@]}"}
         if ((rc == 2)) && ((${#bwd[@]})) && grep -q 'CPU model has no backward' "$log"; then
             run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
         fi

@@ -45,7 +45,9 @@ fx_have_check() {
 
 # "3.25.1" >= "3.25"?
 fx_version_at_least() {
-    [[ $(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1) == "$2" ]]
+    local lowest
+    lowest=$(printf '%s\n%s\n' "$2" "$1" | sort -V)
+    [[ ${lowest%%$'\n'*} == "$2" ]]
 }
 
 # The Debian packages of what is missing, one per line.

@@ -20,6 +20,8 @@ quick=0
 export FX_REQUIRE_GPU=1 FX_NO_INSTALL=1
 summary=()
 note() { summary+=("$1"); }
+# shellcheck source=scripts/stage_caps.sh
+source scripts/stage_caps.sh
 
 # At most 8 files come back from the device tool: keep to build.log, ctest.log,
 # sanitizer.log, sass.txt, the two ladder logs and the ladder CSV.
@@ -45,7 +47,7 @@ small=(--check --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 --heads-kv 2 --
 for bin in build/bin/stage_*; do
     id=${bin##*/stage_}
     args=("${small[@]}")
-    "$bin" --help | grep -q '^  backward: yes' && args+=(--bwd)
+    if fx_stage_has_backward "$bin"; then args+=(--bwd); fi
     for tool in memcheck racecheck synccheck; do
         log="$out/sanitizer.log"
         echo "=== $id $tool ===" >> "$log"
@@ -54,7 +56,7 @@ for bin in build/bin/stage_*; do
         note "sanitizer $tool $id: $([[ $rc == 0 ]] && echo clean || echo "exit $rc")"
     done
     cuobjdump -sass "$bin" 2>/dev/null | grep -oE '\b(HMMA|HGMMA|UTMALDG|UTMASTG|USETMAXREG|BAR\.ARV|LDSM|LDGSTS|FFMA|MUFU\.EX2)[.A-Za-z0-9]*' |
-        sort | uniq -c | sort -rn | head -n 8 > "$out/sass_$id.tmp"
+        sort | uniq -c | sort -rn | sed -n '1,8p' > "$out/sass_$id.tmp"
     note "sass $id: $(awk '{printf "%s %s; ", $2, $1}' "$out/sass_$id.tmp")"
     { echo "=== $id ==="; cat "$out/sass_$id.tmp"; } >> "$out/sass.txt" && rm -f "$out/sass_$id.tmp"
 done
@@ -72,10 +74,10 @@ sed -n 's/^rows appended to \(.*\) (logs in .*/\1/p' "$out"/ladder_*.log | sort 
 
 echo
 echo "--- ladder, default problem ---"
-sed -n '/^Ladder/,$p' "$out/ladder_default.log" | head -n 30
+sed -n '/^Ladder/,$p' "$out/ladder_default.log" | sed -n '1,30p'
 if ((!quick)); then
     echo "--- ladder, seqlen 16384 ---"
-    sed -n '/^Ladder/,$p' "$out/ladder_16k.log" | head -n 30
+    sed -n '/^Ladder/,$p' "$out/ladder_16k.log" | sed -n '1,30p'
 fi
 echo "--- summary ---"
 printf '%s\n' "${summary[@]}"
