@@ -22,3 +22,7 @@ add_test(NAME scripts_lint_pipefail
          COMMAND bash ${fx_script_tests}/lint_pipefail.sh --self-test
                  --known ${fx_script_tests}/sigpipe_known.txt)
 set_tests_properties(scripts_lint_pipefail PROPERTIES LABELS unit TIMEOUT 120)
+
+# scripts/stage_diff.sh on two small stage folders made by the test.
+add_test(NAME scripts_stage_diff COMMAND bash ${fx_script_tests}/stage_diff_test.sh)
+set_tests_properties(scripts_stage_diff PROPERTIES LABELS unit TIMEOUT 120)
