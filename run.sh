@@ -5,6 +5,11 @@
 #                                         heads 16, head_dim 128, bf16
 #   ./run.sh --batch 1 --seqlen 16384     any stage option, passed to every stage
 #   ./run.sh --skip-build --causal        re-run without configuring and building
+#   ./run.sh --bin-dir DIR                run the programs DIR/stage_* built elsewhere
+#                                         (implies --skip-build)
+#
+# The build is for the GPU it finds (nvidia-smi), or without one for sm_90 and sm_90a;
+# FX_CUDA_ARCHS=all ./run.sh builds every architecture (CMakeLists.txt, FX_CUDA_ARCHS).
 #
 # Each program build/bin/stage_* runs, in order, with `--check --bench --csv FILE`
 # and the options given; FILE is plots/data/ladder_<UTC date>_<device>.csv (rows are
@@ -24,20 +29,31 @@ usage() {
 }
 
 skip_build=0
+bin_dir=build/bin
 args=()
-for a in "$@"; do
-    case $a in
+while (($# > 0)); do
+    case $1 in
         --skip-build) skip_build=1 ;;
+        --bin-dir)
+            (($# >= 2)) || { echo "run.sh: --bin-dir needs a folder" >&2; exit 2; }
+            [[ -d $2 ]] || { echo "run.sh: --bin-dir $2: no such folder" >&2; exit 2; }
+            bin_dir=${2%/}
+            skip_build=1
+            shift ;;
         -h | --help) usage; exit 0 ;;
-        *) args+=("$a") ;;
+        *) args+=("$1") ;;
     esac
+    shift
 done
 
 # shellcheck source=scripts/stage_caps.sh
 source scripts/stage_caps.sh
 
 if ((skip_build)); then
-    [[ -d build/bin ]] || { echo "run.sh: no build/bin yet: run ./run.sh without --skip-build" >&2; exit 2; }
+    [[ -d $bin_dir ]] || {
+        echo "run.sh: no $bin_dir yet: run ./run.sh without --skip-build" >&2
+        exit 2
+    }
 else
     # shellcheck source=scripts/setup.sh
     source scripts/setup.sh
@@ -46,10 +62,10 @@ else
 fi
 
 stages=()
-for bin in build/bin/stage_*; do
+for bin in "$bin_dir"/stage_*; do
     [[ -f $bin && -x $bin ]] && stages+=("$bin")
 done
-((${#stages[@]} > 0)) || { echo "run.sh: no stage programs in build/bin" >&2; exit 2; }
+((${#stages[@]} > 0)) || { echo "run.sh: no stage programs in $bin_dir" >&2; exit 2; }
 
 logs=build/ladder
 mkdir -p "$logs" plots/data
@@ -242,6 +258,7 @@ for ((i = 0; i < ${#ids[@]}; ++i)); do
 done
 echo
 echo "rows appended to $csv (logs in $logs/)"
+echo "this run's rows: $csv_run"
 
 if command -v gnuplot >/dev/null 2>&1; then
     if gnuplot -c plots/ladder.gp "$csv"; then
