@@ -145,7 +145,8 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
             *) cpu_args+=("${args[i]}") ;;
         esac
     done
-    no_gpu_line="No GPU: the GPU stages were built but not run; ran the CPU models and the fp64 reference instead."
+    no_gpu_line="No GPU: the GPU stages were built but not run; ran the CPU models and the fp64"
+    no_gpu_line+=" reference instead."
     echo
     echo "$no_gpu_line"
     echo "($no_gpu_reason)"
@@ -208,7 +209,8 @@ fi
 # plots/data/ladder_<UTC date>_<device slug>.csv; a file of another format gets a new name.
 device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next }
                   { print $c; exit }' "$csv_run")
-slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
+slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' |
+    sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
 csv="plots/data/ladder_$(date -u +%Y-%m-%d)_${slug:-unknown}.csv"
 if [[ -s $csv && $(head -n 1 "$csv") != "$(head -n 1 "$csv_run")" ]]; then
     csv="plots/data/ladder_$(date -u +%Y-%m-%dT%H%M%SZ)_${slug:-unknown}.csv"
@@ -224,8 +226,10 @@ awk -F, '
 NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
 function f(name) { return $(col[name]) }
 NR == 2 {
-    printf "Ladder on %s (%s SMs), commit %s, %s\n", f("device"), f("sm_count"), f("commit"), f("date")
-    printf "problem: batch %s, seqlen_q %s, seqlen_k %s, heads_q %s, heads_kv %s, head_dim %s, %s%s\n\n",
+    printf "Ladder on %s (%s SMs), commit %s, %s\n", f("device"), f("sm_count"), f("commit"),
+           f("date")
+    problem = "problem: batch %s, seqlen_q %s, seqlen_k %s, heads_q %s, heads_kv %s, head_dim %s, "
+    printf problem "%s%s\n\n",
            f("batch"), f("seqlen_q"), f("seqlen_k"), f("heads_q"), f("heads_kv"), f("head_dim"),
            f("dtype"), f("causal") == 1 ? ", causal" : ""
     printf "%-20s %-4s %10s %9s %9s %8s  %-22s %-11s %s\n", "stage", "dir", "ms", "TFLOP/s",
@@ -237,7 +241,8 @@ NR == 2 {
     up = "-"
     if (dir in last_ms && f("ms") > 0) up = sprintf("%.2fx", last_ms[dir] / f("ms"))
     last_ms[dir] = f("ms")
-    prev = f("prev_stage") == "" ? "n/a" : (f("err_prev_max") == "" ? "-" : f("err_prev_max")) " (" f("prev_stage") ")"
+    if (f("prev_stage") == "") prev = "n/a"
+    else prev = (f("err_prev_max") == "" ? "-" : f("err_prev_max")) " (" f("prev_stage") ")"
     eref = f("err_ref_max") == "" ? "-" : f("err_ref_max")
     line = sprintf("%-20s %-4s %10.3f %9.1f %9s %8s  %-22s %-11s %s", f("stage"), dir, f("ms"),
                    f("tflops"), up, f("sm_clock_mhz"), prev, eref, f("check"))
@@ -250,7 +255,8 @@ END {
 
 # Stages that wrote no row, and why.
 for ((i = 0; i < ${#ids[@]}; ++i)); do
-    if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' "$csv_run"; then
+    if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' \
+            "$csv_run"; then
         printf '%-20s no row: exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
     elif [[ ${rcs[i]} != 0 ]]; then
         printf '%-20s exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"

@@ -45,7 +45,8 @@ for label in unit ptx gpu; do
             else failed++
         }
         END {
-            printf "%-5s %d tests: %d passed, %d failed, %d skipped\n", label, n, passed, failed, skipped
+            printf "%-5s %d tests: %d passed, %d failed, %d skipped\n", label, n, passed, failed,
+                   skipped
         }' - "$log"
 done
 if ((rc != 0)); then

@@ -75,9 +75,11 @@ int main(int argc, char **argv)
   foreach(src IN LISTS cu_sources)
     get_filename_component(base ${src} NAME_WE)
     set(out ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base})
-    list(APPEND cmds
-      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}' || (cat '${report}' >&2 && false)"
-      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -ptx -o '${out}.ptx' '${src}' && cat '${out}.ptx' >> '${ptx}'")
+    set(nvcc "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags}")
+    set(cubin_cmd "${nvcc} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}'")
+    string(APPEND cubin_cmd " || (cat '${report}' >&2 && false)")
+    set(ptx_cmd "${nvcc} -ptx -o '${out}.ptx' '${src}' && cat '${out}.ptx' >> '${ptx}'")
+    list(APPEND cmds COMMAND sh -c "${cubin_cmd}" COMMAND sh -c "${ptx_cmd}")
   endforeach()
   add_custom_command(OUTPUT ${report} ${ptx}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/ptx

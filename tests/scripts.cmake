@@ -23,6 +23,22 @@ add_test(NAME scripts_lint_pipefail
                  --known ${fx_script_tests}/sigpipe_known.txt)
 set_tests_properties(scripts_lint_pipefail PROPERTIES LABELS unit TIMEOUT 120)
 
+add_test(NAME scripts_shellcheck COMMAND bash ${fx_script_tests}/run_shellcheck.sh)
+set_tests_properties(scripts_shellcheck PROPERTIES LABELS unit TIMEOUT 300
+                     SKIP_RETURN_CODE 77)
+
 # scripts/stage_diff.sh on two small stage folders made by the test.
 add_test(NAME scripts_stage_diff COMMAND bash ${fx_script_tests}/stage_diff_test.sh)
 set_tests_properties(scripts_stage_diff PROPERTIES LABELS unit TIMEOUT 120)
+
+# The tree follows .clang-format (clang-format 14, Debian 12's; another version skips).
+add_test(NAME format_clang_format COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/format.sh --check)
+set_tests_properties(format_clang_format PROPERTIES LABELS unit TIMEOUT 300
+                     SKIP_RETURN_CODE 77)
+
+# No source line over 100 columns, but for those listed in columns_known.txt (files
+# being rewritten by others: the list may only shrink).
+add_test(NAME format_columns
+         COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/format.sh --columns
+                 --baseline ${fx_script_tests}/columns_known.txt)
+set_tests_properties(format_columns PROPERTIES LABELS unit TIMEOUT 120)
