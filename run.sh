@@ -5,6 +5,11 @@
 #                                         heads 16, head_dim 128, bf16
 #   ./run.sh --batch 1 --seqlen 16384     any stage option, passed to every stage
 #   ./run.sh --skip-build --causal        re-run without configuring and building
+#   ./run.sh --bin-dir DIR                run the programs DIR/stage_* built elsewhere
+#                                         (implies --skip-build)
+#
+# The build is for the GPU it finds (nvidia-smi), or without one for sm_90 and sm_90a;
+# FX_CUDA_ARCHS=all ./run.sh builds every architecture (CMakeLists.txt, FX_CUDA_ARCHS).
 #
 # Each program build/bin/stage_* runs, in order, with `--check --bench --csv FILE`
 # and the options given; FILE is plots/data/ladder_<UTC date>_<device>.csv (rows are
@@ -24,17 +29,31 @@ usage() {
 }
 
 skip_build=0
+bin_dir=build/bin
 args=()
-for a in "$@"; do
-    case $a in
+while (($# > 0)); do
+    case $1 in
         --skip-build) skip_build=1 ;;
+        --bin-dir)
+            (($# >= 2)) || { echo "run.sh: --bin-dir needs a folder" >&2; exit 2; }
+            [[ -d $2 ]] || { echo "run.sh: --bin-dir $2: no such folder" >&2; exit 2; }
+            bin_dir=${2%/}
+            skip_build=1
+            shift ;;
         -h | --help) usage; exit 0 ;;
-        *) args+=("$a") ;;
+        *) args+=("$1") ;;
     esac
+    shift
 done
 
+# shellcheck source=scripts/stage_caps.sh
+source scripts/stage_caps.sh
+
 if ((skip_build)); then
-    [[ -d build/bin ]] || { echo "run.sh: no build/bin yet: run ./run.sh without --skip-build" >&2; exit 2; }
+    [[ -d $bin_dir ]] || {
+        echo "run.sh: no $bin_dir yet: run ./run.sh without --skip-build" >&2
+        exit 2
+    }
 else
     # shellcheck source=scripts/setup.sh
     source scripts/setup.sh
@@ -43,10 +62,10 @@ else
 fi
 
 stages=()
-for bin in build/bin/stage_*; do
+for bin in "$bin_dir"/stage_*; do
     [[ -f $bin && -x $bin ]] && stages+=("$bin")
 done
-((${#stages[@]} > 0)) || { echo "run.sh: no stage programs in build/bin" >&2; exit 2; }
+((${#stages[@]} > 0)) || { echo "run.sh: no stage programs in $bin_dir" >&2; exit 2; }
 
 logs=build/ladder
 mkdir -p "$logs" plots/data
@@ -126,7 +145,8 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
             *) cpu_args+=("${args[i]}") ;;
         esac
     done
-    no_gpu_line="No GPU: the GPU stages were built but not run; ran the CPU models and the fp64 reference instead."
+    no_gpu_line="No GPU: the GPU stages were built but not run; ran the CPU models and the fp64"
+    no_gpu_line+=" reference instead."
     echo
     echo "$no_gpu_line"
     echo "($no_gpu_reason)"
@@ -139,8 +159,9 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
         # The backward too where the stage has one (its --help says so); a CPU model
         # without a backward is retried forward only.
         bwd=()
-        "$bin" --help | grep -q '^  backward: yes' && bwd=(--bwd)
-        run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+        if fx_stage_has_backward "$bin"; then bwd=(--bwd); fi
+        run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" \
+            ${cpu_args[@]+"${cpu_args[@]}"}
         if ((rc == 2)) && ((${#bwd[@]})) && grep -q 'CPU model has no backward' "$log"; then
             run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
         fi
@@ -188,7 +209,8 @@ fi
 # plots/data/ladder_<UTC date>_<device slug>.csv; a file of another format gets a new name.
 device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next }
                   { print $c; exit }' "$csv_run")
-slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
+slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' |
+    sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
 csv="plots/data/ladder_$(date -u +%Y-%m-%d)_${slug:-unknown}.csv"
 if [[ -s $csv && $(head -n 1 "$csv") != "$(head -n 1 "$csv_run")" ]]; then
     csv="plots/data/ladder_$(date -u +%Y-%m-%dT%H%M%SZ)_${slug:-unknown}.csv"
@@ -204,8 +226,10 @@ awk -F, '
 NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
 function f(name) { return $(col[name]) }
 NR == 2 {
-    printf "Ladder on %s (%s SMs), commit %s, %s\n", f("device"), f("sm_count"), f("commit"), f("date")
-    printf "problem: batch %s, seqlen_q %s, seqlen_k %s, heads_q %s, heads_kv %s, head_dim %s, %s%s\n\n",
+    printf "Ladder on %s (%s SMs), commit %s, %s\n", f("device"), f("sm_count"), f("commit"),
+           f("date")
+    problem = "problem: batch %s, seqlen_q %s, seqlen_k %s, heads_q %s, heads_kv %s, head_dim %s, "
+    printf problem "%s%s\n\n",
            f("batch"), f("seqlen_q"), f("seqlen_k"), f("heads_q"), f("heads_kv"), f("head_dim"),
            f("dtype"), f("causal") == 1 ? ", causal" : ""
     printf "%-20s %-4s %10s %9s %9s %8s  %-22s %-11s %s\n", "stage", "dir", "ms", "TFLOP/s",
@@ -217,7 +241,8 @@ NR == 2 {
     up = "-"
     if (dir in last_ms && f("ms") > 0) up = sprintf("%.2fx", last_ms[dir] / f("ms"))
     last_ms[dir] = f("ms")
-    prev = f("prev_stage") == "" ? "n/a" : (f("err_prev_max") == "" ? "-" : f("err_prev_max")) " (" f("prev_stage") ")"
+    if (f("prev_stage") == "") prev = "n/a"
+    else prev = (f("err_prev_max") == "" ? "-" : f("err_prev_max")) " (" f("prev_stage") ")"
     eref = f("err_ref_max") == "" ? "-" : f("err_ref_max")
     line = sprintf("%-20s %-4s %10.3f %9.1f %9s %8s  %-22s %-11s %s", f("stage"), dir, f("ms"),
                    f("tflops"), up, f("sm_clock_mhz"), prev, eref, f("check"))
@@ -230,7 +255,8 @@ END {
 
 # Stages that wrote no row, and why.
 for ((i = 0; i < ${#ids[@]}; ++i)); do
-    if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' "$csv_run"; then
+    if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' \
+            "$csv_run"; then
         printf '%-20s no row: exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
     elif [[ ${rcs[i]} != 0 ]]; then
         printf '%-20s exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
@@ -238,6 +264,7 @@ for ((i = 0; i < ${#ids[@]}; ++i)); do
 done
 echo
 echo "rows appended to $csv (logs in $logs/)"
+echo "this run's rows: $csv_run"
 
 if command -v gnuplot >/dev/null 2>&1; then
     if gnuplot -c plots/ladder.gp "$csv"; then

@@ -3,7 +3,8 @@
 # reports, CPU) and gpu (each stage's --matrix; exit 77 without a GPU is a skip).
 #
 #   ./test.sh
-#   FX_CUDA_ARCHS=90 ./test.sh     build the portable stages for one architecture (CI)
+#   FX_CUDA_ARCHS=all ./test.sh    build the portable stages for every architecture (the
+#                                  default: this machine's GPU, or sm_90 without one)
 #   FX_REQUIRE_GPU=1 ./test.sh     a missing GPU fails the gpu tests instead of skipping
 #
 # Configures with -DFX_REQUIRE_CHECK=ON (no Check, no tests: the configure fails), builds
@@ -44,7 +45,8 @@ for label in unit ptx gpu; do
             else failed++
         }
         END {
-            printf "%-5s %d tests: %d passed, %d failed, %d skipped\n", label, n, passed, failed, skipped
+            printf "%-5s %d tests: %d passed, %d failed, %d skipped\n", label, n, passed, failed,
+                   skipped
         }' - "$log"
 done
 if ((rc != 0)); then

@@ -4,7 +4,8 @@
 # `const fx_stage fx_stage_<ID>`, and the program bin/stage_<ID>: the shared main
 # (common/fx_main.c) linked with this stage and the stages it checks against, listed
 # in reading order, this stage last (DESIGN.md, "Stage map"). HOPPER stages build
-# for sm_90a only; the others for FX_CUDA_ARCHS. Also builds the stage's PTX and
+# for sm_90a only; the others for FX_PORTABLE_CUDA_ARCHS (FX_CUDA_ARCHS resolved by
+# cmake/fx_cuda_archs.cmake). Also builds the stage's PTX and
 # ptxas resource report (build/ptx/<ID>.ptx, <ID>.ptxas.txt, target ptxas_<ID>) and
 # appends ID to the global property FX_STAGES, from which tests/CMakeLists.txt
 # registers the GPU matrix test gpu_<ID> (label gpu) and the ptx test ptx_<ID> (label ptx).
@@ -28,7 +29,7 @@ function(fx_add_stage)
       $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a>)
     set(ptx_arch "-gencode=arch=compute_90a,code=sm_90a")
   else()
-    set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES "${FX_CUDA_ARCHS}")
+    set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES "${FX_PORTABLE_CUDA_ARCHS}")
     set(ptx_arch "-gencode=arch=compute_90,code=sm_90")
   endif()
 
@@ -77,9 +78,11 @@ int main(int argc, char **argv)
   foreach(src IN LISTS cu_sources)
     get_filename_component(base ${src} NAME_WE)
     set(out ${CMAKE_BINARY_DIR}/ptx/${S_ID}_${base})
-    list(APPEND cmds
-      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}' || (cat '${report}' >&2 && false)"
-      COMMAND sh -c "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags} -ptx -o '${out}.ptx' '${src}' && cat '${out}.ptx' >> '${ptx}'")
+    set(nvcc "'${CMAKE_CUDA_COMPILER}' ${nvcc_flags}")
+    set(cubin_cmd "${nvcc} -cubin -Xptxas -v -o '${out}.cubin' '${src}' 2>> '${report}'")
+    string(APPEND cubin_cmd " || (cat '${report}' >&2 && false)")
+    set(ptx_cmd "${nvcc} -ptx -o '${out}.ptx' '${src}' && cat '${out}.ptx' >> '${ptx}'")
+    list(APPEND cmds COMMAND sh -c "${cubin_cmd}" COMMAND sh -c "${ptx_cmd}")
   endforeach()
   add_custom_command(OUTPUT ${report} ${ptx}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/ptx

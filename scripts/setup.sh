@@ -9,6 +9,9 @@
 #   cmake, pkg-config, make, g++   the build (CMake 3.25 or newer)
 #   check                          the unit tests (libcheck, found through pkg-config)
 #   gnuplot-nox                    the figures
+#   clang-format-14, shellcheck    with CI=true or FX_INSTALL_LINTERS=1 only: the tests
+#                                  format_clang_format and scripts_shellcheck (they
+#                                  skip without them)
 # It runs `apt-get update` once first, as root or through `sudo -n` (never a password
 # prompt). Where it cannot install (no apt-get, not root and no sudo, no network, or
 # FX_NO_INSTALL=1) it says what is missing and carries on: Check and gnuplot are
@@ -34,7 +37,8 @@ fx_find_nvcc() {
             return 0
         fi
     done
-    c=$(find /usr/local -maxdepth 3 -path '/usr/local/cuda-*/bin/nvcc' 2>/dev/null | sort -V | tail -n 1)
+    c=$(find /usr/local -maxdepth 3 -path '/usr/local/cuda-*/bin/nvcc' 2>/dev/null |
+        sort -V | tail -n 1)
     [[ -n $c ]] || return 1
     printf '%s\n' "$c"
 }
@@ -45,7 +49,9 @@ fx_have_check() {
 
 # "3.25.1" >= "3.25"?
 fx_version_at_least() {
-    [[ $(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1) == "$2" ]]
+    local lowest
+    lowest=$(printf '%s\n%s\n' "$2" "$1" | sort -V)
+    [[ ${lowest%%$'\n'*} == "$2" ]]
 }
 
 # The Debian packages of what is missing, one per line.
@@ -56,6 +62,10 @@ fx_missing_packages() {
     command -v g++ >/dev/null 2>&1 || echo g++
     fx_have_check || dpkg -s check >/dev/null 2>&1 || echo check
     command -v gnuplot >/dev/null 2>&1 || echo gnuplot-nox
+    if [[ ${CI:-} == true || ${FX_INSTALL_LINTERS:-0} == 1 ]]; then
+        command -v clang-format-14 >/dev/null 2>&1 || echo clang-format-14
+        command -v shellcheck >/dev/null 2>&1 || echo shellcheck
+    fi
 }
 
 # apt-get as root, or through sudo without a password; prints the prefix, or fails.

@@ -1,0 +1,95 @@
+# The architectures of the portable stages (01-03), from the cache option FX_CUDA_ARCHS
+# (CMakeLists.txt), into FX_PORTABLE_CUDA_ARCHS (a CUDA_ARCHITECTURES list) and
+# FX_PORTABLE_CUDA_ARCHS_WHY (one line for the configure message):
+#   auto  the GPUs of this machine: nvidia-smi --query-gpu=compute_cap, else nvcc's own
+#         probe (__nvcc_device_query, beside nvcc). No GPU (no driver: CI, a build
+#         machine), a GPU below sm_80 or one this nvcc cannot build for: FX_CUDA_ARCHS_NO_GPU.
+#   all   FX_CUDA_ARCHS_ALL.
+#   else  the list as given (e.g. 86, or 80;90).
+# The Hopper stages (04-08) build for sm_90a whatever this says, and the ptx tests read
+# compiles of their own (cmake/fx_stage.cmake: sm_90 for 01-03, sm_90a for 04-08).
+
+# Compute capabilities ("90", "86") of this machine's GPUs into ${out}; ${how} says how
+# they were found, or why none was.
+function(fx_detect_gpu_archs out how)
+  set(caps "")
+  set(tried "")
+  find_program(fx_nvidia_smi nvidia-smi NO_CACHE)
+  if(fx_nvidia_smi)
+    execute_process(COMMAND ${fx_nvidia_smi} --query-gpu=compute_cap --format=csv,noheader
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_QUIET TIMEOUT 30)
+    if(rc EQUAL 0)
+      string(REGEX MATCHALL "[0-9]+\\.[0-9]+" caps "${text}")
+      list(TRANSFORM caps REPLACE "\\." "")
+    endif()
+    if(caps)
+      set(tried "nvidia-smi")
+    else()
+      set(tried "nvidia-smi: no GPU (exit ${rc})")
+    endif()
+  else()
+    set(tried "no nvidia-smi")
+  endif()
+  if(NOT caps)
+    get_filename_component(nvcc_dir "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+    set(query "${nvcc_dir}/__nvcc_device_query")
+    if(EXISTS "${query}")
+      execute_process(COMMAND "${query}" RESULT_VARIABLE rc OUTPUT_VARIABLE text
+                      ERROR_QUIET TIMEOUT 30)
+      if(rc EQUAL 0)
+        string(REGEX MATCHALL "[0-9]+" caps "${text}")
+      endif()
+      if(caps)
+        set(tried "nvcc's device query")
+      else()
+        string(APPEND tried ", nvcc's device query: no GPU (exit ${rc})")
+      endif()
+    else()
+      string(APPEND tried ", no __nvcc_device_query beside nvcc")
+    endif()
+  endif()
+  list(REMOVE_DUPLICATES caps)
+  set(${out} "${caps}" PARENT_SCOPE)
+  set(${how} "${tried}" PARENT_SCOPE)
+endfunction()
+
+set(FX_PORTABLE_CUDA_ARCHS_WHY "FX_CUDA_ARCHS=${FX_CUDA_ARCHS}")
+if(FX_CUDA_ARCHS STREQUAL "all")
+  set(FX_PORTABLE_CUDA_ARCHS "${FX_CUDA_ARCHS_ALL}")
+elseif(FX_CUDA_ARCHS STREQUAL "auto" OR FX_CUDA_ARCHS STREQUAL "")
+  fx_detect_gpu_archs(fx_caps fx_how)
+  # What this nvcc can build for ("sm_90" lines of nvcc --list-gpu-code).
+  execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --list-gpu-code
+                  OUTPUT_VARIABLE fx_codes ERROR_QUIET TIMEOUT 30)
+  string(REGEX MATCHALL "sm_[0-9]+" fx_codes "${fx_codes}")
+  list(TRANSFORM fx_codes REPLACE "^sm_" "")
+  set(fx_archs "")
+  set(fx_left_out "")
+  foreach(cap IN LISTS fx_caps)
+    if(cap LESS 80)
+      list(APPEND fx_left_out "sm_${cap} (below sm_80, where the stages exit 77)")
+    elseif(fx_codes AND NOT cap IN_LIST fx_codes)
+      list(APPEND fx_left_out "sm_${cap} (this nvcc cannot build it: sm_90 PTX runs there)")
+    else()
+      list(APPEND fx_archs ${cap})
+    endif()
+  endforeach()
+  if(fx_archs)
+    set(FX_PORTABLE_CUDA_ARCHS "${fx_archs}")
+    string(APPEND FX_PORTABLE_CUDA_ARCHS_WHY ": this machine's GPU (${fx_how})")
+  else()
+    set(FX_PORTABLE_CUDA_ARCHS "${FX_CUDA_ARCHS_NO_GPU}")
+    if(fx_caps)
+      string(APPEND FX_PORTABLE_CUDA_ARCHS_WHY ": no GPU to build for")
+    else()
+      string(APPEND FX_PORTABLE_CUDA_ARCHS_WHY ": no GPU found (${fx_how})")
+    endif()
+  endif()
+  if(fx_left_out)
+    string(JOIN ", " fx_left_out ${fx_left_out})
+    string(APPEND FX_PORTABLE_CUDA_ARCHS_WHY "; left out ${fx_left_out}")
+  endif()
+  string(APPEND FX_PORTABLE_CUDA_ARCHS_WHY "; FX_CUDA_ARCHS=all builds ${FX_CUDA_ARCHS_ALL}")
+else()
+  set(FX_PORTABLE_CUDA_ARCHS "${FX_CUDA_ARCHS}")
+endif()
