@@ -55,7 +55,7 @@ done
 meta_of() { printf '%s' "${1%.csv}.meta"; }
 value() {  # value META KEY: the first KEY= line's value ("" when none)
     [[ -r $1 ]] || return 0
-    sed -n "s/^$2=//p" "$1" | head -n 1
+    sed -n "s/^$2=//p;T;q" "$1"
 }
 shared_keys=(direction repeats iters warmup spin_us spin_compare stages runners points)
 version_keys=(torch torch_cuda cudnn device sm_count l2_bytes driver spin_max_sm_clock_mhz spin_method

@@ -510,7 +510,7 @@ stage_csv=$logs/stage_$$.csv
 exec {logfd}>>"$log"
 
 # The header (FX_CSV_HEADER in common/), so that the stages and the peers append to one.
-header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | head -n 1 || true)
+header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | sed -n 1p || true)
 [[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c"
 header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' | tr -d '"\n')
 [[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from $header_file"
@@ -544,8 +544,10 @@ commit=${commit:-unknown}
     if ((peers)); then echo "runners=$runner_names${runner_names:+ }peers($peer_text)"; else echo "runners=$runner_names"; fi
     echo "estimate_s=$(((est_ms + 500) / 1000))"
     if command -v nvidia-smi >/dev/null 2>&1; then
-        echo "nvidia_smi=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode \
-            --format=csv,noheader 2>&1 | head -n 4 | paste -sd';' -)"
+        smi=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode \
+            --format=csv,noheader 2>&1 || true)
+        # The first four GPUs (a printf of a variable: no reader that exits early)
+        echo "nvidia_smi=$(printf '%s\n' "$smi" | sed -n '1,4p' | paste -sd';' -)"
     fi
 } >"$meta_run"
 

@@ -87,9 +87,9 @@ typedef struct fx_stage {
     /* Stage-specific refusal beyond caps: 0; 2 with a message naming the limit in `why`
      * (the problem is outside what the stage does); or FX_EXIT_NO_GPU (77), also with a
      * message, when this GPU lacks what the problem needs (shared memory per block: the
-     * same problem runs on a larger GPU, so it is a skip, not a usage error). May be NULL. Runs before the device is opened and in --cpu runs too, so
-     * where it asks the device and there is none it returns 0 (fx_device_open then
-     * reports the missing GPU). */
+     * same problem runs on a larger GPU, so it is a skip, not a usage error). May be NULL.
+     * Runs before the device is opened and in --cpu runs too, so where it asks the device
+     * and there is none it returns 0 (fx_device_open then reports the missing GPU). */
     int (*check_problem)(const fx_problem *p, bool backward, char *why, size_t why_len);
     /* Enqueue the forward on a->stream; return the launch error (cudaGetLastError). */
     cudaError_t (*forward)(const fx_fwd_args *a);

@@ -107,7 +107,7 @@ spin_table() {
     local where=$1 f=${2:-}
     [[ -n $f && -r $f ]] || die "$where: gen:spin-table needs a readable CSV"
     local own
-    own=$(sed -n 's/^spin_us=//p' "${f%.csv}.meta" 2>/dev/null | head -n 1)
+    own=$(sed -n 's/^spin_us=//p' "${f%.csv}.meta" 2>/dev/null | sed -n 1p)
     [[ $own =~ ^[0-9]+$ ]] || die "$where: ${f%.csv}.meta has no spin_us= line (a sweep from before --spin-us)"
     awk -F, -v own="$own" -v where="$where" -v file="$f" "$(<bench/awk_median.awk)"'
         function spread(list,    n, v, i, lo, hi) {
@@ -189,7 +189,7 @@ for file in "${files[@]}"; do
         ((check)) || echo "$file: generated tables up to date"
     elif ((check)); then
         echo "$file: a generated table is not what its CSVs give (scripts/gen_doc_tables.sh $file rewrites it):"
-        diff "$file" "$tmp" | head -n 20 || true
+        diff "$file" "$tmp" | sed -n 1,20p || true
         status=1
     else
         cp "$tmp" "$file"

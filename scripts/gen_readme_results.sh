@@ -99,7 +99,7 @@ tagged_opt=()
 bench/bounds.sh "$csv" --csv "$tmp/bounds.csv" ${tagged_opt[@]+"${tagged_opt[@]}"} >/dev/null
 
 # The peers' versions and the timing method, from the sidecar.
-meta_value() { [[ -r $meta ]] && sed -n "s/^$1=//p" "$meta" | head -n 1; }
+meta_value() { [[ -r $meta ]] && sed -n "s/^$1=//p;T;q" "$meta"; }
 torch_v=$(meta_value torch || true)
 torch_cuda=$(meta_value torch_cuda || true)
 cudnn_v=$(meta_value cudnn || true)
@@ -310,7 +310,7 @@ if cmp -s "$tmp/readme" "$readme"; then
     echo "$readme: $what up to date"
 elif ((check)); then
     echo "$readme: $what NOT what $csv gives (scripts/gen_readme_results.sh $csv$regen_opt rewrites it):"
-    diff "$readme" "$tmp/readme" | head -n 40 || true
+    diff "$readme" "$tmp/readme" | sed -n 1,40p || true
     exit 1
 else
     cp "$tmp/readme" "$readme"

@@ -5,8 +5,9 @@
  *
  * Introduced by stage 03 (stages/03_flash2), which runs on sm_80 and later. Stage 04
  * keeps its ldmatrix and mma.sync (only its loads move to TMA); stages 05-08 use
- * fx_smem_addr, fx_ex2 and the packing (hopper.cuh includes this file). Each wrapper is one instruction; its comment names the section of the
- * PTX ISA (https://docs.nvidia.com/cuda/parallel-thread-execution/) that defines it.
+ * fx_smem_addr, fx_ex2 and the packing (hopper.cuh includes this file). Each wrapper is one
+ * instruction; its comment names the section of the PTX ISA
+ * (https://docs.nvidia.com/cuda/parallel-thread-execution/) that defines it.
  *
  * Shared-memory operands are 32-bit shared-window addresses (what
  * __cvta_generic_to_shared returns), so address arithmetic stays in 32-bit registers.

@@ -48,7 +48,11 @@ if [ -f "$expect" ]; then
             fi ;;
         *)
             n=$(grep -cE "(^|[[:space:]{;])$line" "$ptx")
-            if [ "$n" -gt 0 ]; then say "ok: $line ($n)"; else say "FAIL: $line missing"; fail=1; fi ;;
+            if [ "$n" -gt 0 ]; then
+                say "ok: $line ($n)"
+            else
+                say "FAIL: $line missing"; fail=1
+            fi ;;
         esac
     done < "$expect"
 else

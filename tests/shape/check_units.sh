@@ -57,7 +57,8 @@ for stage in "$stages_dir"/[0-9][0-9]*/; do
                     name = substr(line, 1, index(line, ",") - 1)
                     changed = substr(line, index(line, ",") + 1)
                     sub(/^ */, "", changed)
-                    if (changed !~ /^changed: *[^ ]/) fail("UNIT(" name "): after the name, only \"changed: <why>\"")
+                    if (changed !~ /^changed: *[^ ]/)
+                        fail("UNIT(" name "): after the name, only \"changed: <why>\"")
                 }
                 open = 1; n++
                 file = out "." n ".code"
@@ -91,7 +92,7 @@ for stage in "$stages_dir"/[0-9][0-9]*/; do
                 echo "FAIL: $id UNIT($name) differs from ${ref_stage[$name]}'s (code, comments" \
                     "stripped); mark it 'changed: <why>' if that is the stage's idea:"
                 diff <(tr ';{}' '\n\n\n' < "${ref_file[$name]}") \
-                    <(tr ';{}' '\n\n\n' < "$tmp/$id.$n.norm") | head -n 40 || true
+                    <(tr ';{}' '\n\n\n' < "$tmp/$id.$n.norm") | sed -n 1,40p || true
                 fail=1
             fi
         fi
