@@ -97,6 +97,24 @@ typedef struct fx_stage {
     const fx_cpu_model *cpu_model;                 /* NULL if the stage has none */
 } fx_stage;
 
+/* The names of the stage being compiled. cmake/fx_stage.cmake defines FX_STAGE_ID
+ * (08_intra_wg_overlap) and FX_STAGE_NUM (08) for each stage's sources, so that the same
+ * line declares this stage's entry points in every stage's stage.c and fwd.cu while the
+ * symbols differ, as they must (a program links several stages):
+ *   FX_ENTRY(fwd)         fx_fwd_08, the forward (fx_fwd_args)
+ *   FX_ENTRY(fwd_smem_bytes), FX_ENTRY(bwd), ...   likewise fx_<name>_08
+ *   FX_STAGE_DESCRIPTOR   fx_stage_08_intra_wg_overlap, the descriptor the program lists
+ *   FX_STAGE_ID_STRING    "08_intra_wg_overlap" */
+#define FX_PASTE_(a, b) a##b
+#define FX_PASTE(a, b) FX_PASTE_(a, b)
+#define FX_STRING_(x) #x
+#define FX_STRING(x) FX_STRING_(x)
+#ifdef FX_STAGE_NUM
+#define FX_ENTRY(name) FX_PASTE(FX_PASTE(fx_, name), FX_PASTE(_, FX_STAGE_NUM))
+#define FX_STAGE_DESCRIPTOR FX_PASTE(fx_stage_, FX_STAGE_ID)
+#define FX_STAGE_ID_STRING FX_STRING(FX_STAGE_ID)
+#endif
+
 /* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, backward if asked) and
  * its check_problem accepts it; else 2 with the limit named in `why`, or check_problem's
  * FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g. "head_dim 80 is not supported

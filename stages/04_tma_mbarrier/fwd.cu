@@ -806,7 +806,7 @@ cudaError_t launch_dtype(const fx_fwd_args *a)
 
 /* The box rows of the four maps at this head_dim (Q, K and V, O); false for a head_dim
  * the stage does not build. */
-extern "C" size_t fx_fwd_smem_bytes_04(int head_dim)
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     switch (head_dim) {
     case 64: return smem_bytes_of<ConfigD64>();
@@ -816,7 +816,7 @@ extern "C" size_t fx_fwd_smem_bytes_04(int head_dim)
     }
 }
 
-extern "C" cudaError_t fx_fwd_04(const fx_fwd_args *a)
+extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     switch (a->p->head_dim) {
     case 64: return launch_dtype<ConfigD64>(a);

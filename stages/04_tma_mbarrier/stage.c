@@ -9,18 +9,18 @@
  */
 #include "fx_stage.h"
 
-/* fwd.cu (extern "C"). */
-cudaError_t fx_fwd_04(const fx_fwd_args *a);
-size_t fx_fwd_smem_bytes_04(int head_dim);
+/* fwd.cu (extern "C"). FX_ENTRY(name) is fx_<name>_NN, NN this stage's number (fx_stage.h). */
+cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
+size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
 
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    return fx_check_hopper_fwd(p, fx_fwd_smem_bytes_04(p->head_dim), why, why_len);
+    return fx_check_hopper_fwd(p, FX_ENTRY(fwd_smem_bytes)(p->head_dim), why, why_len);
 }
 
-const fx_stage fx_stage_04_tma_mbarrier = {
-    .id = "04_tma_mbarrier",
+const fx_stage FX_STAGE_DESCRIPTOR = {
+    .id = FX_STAGE_ID_STRING,
     .summary = "stage 03's forward with its data movement on TMA: Q, K, V loaded by "
                "cp.async.bulk.tensor into 128B-swizzled smem, completing on mbarriers "
                "(expect_tx, parity waits) in a two-stage ring; O stored by TMA",
@@ -31,5 +31,5 @@ const fx_stage fx_stage_04_tma_mbarrier = {
         "and 194 KiB at head_dim 64, 128, 256 (Hopper); strides multiples of 16 bytes (tensor "
         "maps); no backward (stage 03's)"),
     .check_problem = check_problem,
-    .forward = fx_fwd_04,
+    .forward = FX_ENTRY(fwd),
 };

@@ -12,9 +12,8 @@
  * into masked and unmasked blocks. Code marked UNIT(name) is inherited verbatim from the
  * stage that introduced it (tests/shape/check_units.sh compares the copies).
  *
- * Sources: FA3 (Shah et al. 2024) §3.1; FA2 Algorithm 1 (the online softmax); PTX ISA
- * §9.7.15 (wgmma: fragments §9.7.15.5.1.1, descriptors §9.7.15.5.1.2, fence/commit/wait
- * §9.7.15.7).
+ * Sources: FA3 §3.1; FA2 Algorithm 1 (the online softmax); PTX ISA §9.7.15 (wgmma: fragments
+ * §9.7.15.5.1.1, descriptors §9.7.15.5.1.2, fence/commit/wait §9.7.15.7).
  * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
  */
 #include "fx_fwd_sm90.cuh"
@@ -723,12 +722,12 @@ struct Launch {
 
 /* The stage's entry points (stage.c): the forward of fx_stage.h, and the dynamic shared
  * memory one CTA needs at head_dim (0: not built). */
-extern "C" cudaError_t fx_fwd_05(const fx_fwd_args *a)
+extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
 }
 
-extern "C" size_t fx_fwd_smem_bytes_05(int head_dim)
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
                           kSmemBytes<ConfigD256>);

@@ -6,25 +6,24 @@
  */
 #include "fx_stage.h"
 
-/* fwd.cu (extern "C"). */
-cudaError_t fx_fwd_05(const fx_fwd_args *a);
-size_t fx_fwd_smem_bytes_05(int head_dim);
+/* fwd.cu (extern "C"). FX_ENTRY(name) is fx_<name>_NN, NN this stage's number (fx_stage.h). */
+cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
+size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
 
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    return fx_check_hopper_fwd(p, fx_fwd_smem_bytes_05(p->head_dim), why, why_len);
+    return fx_check_hopper_fwd(p, FX_ENTRY(fwd_smem_bytes)(p->head_dim), why, why_len);
 }
 
-const fx_stage fx_stage_05_wgmma = {
-    .id = "05_wgmma",
-    .summary = "Hopper tensor cores: S = QK^T as SS wgmma from the TMA-written swizzled tiles, "
-               "O += PV as RS wgmma with P in registers; 2-3 consumer warpgroups, thread 0 "
-               "issues TMA into a 2-stage full/empty mbarrier ring; O stored by TMA",
+const fx_stage FX_STAGE_DESCRIPTOR = {
+    .id = FX_STAGE_ID_STRING,
+    .summary = "Hopper tensor cores: S = QK^T as SS wgmma from the swizzled tiles, O += PV as RS "
+               "wgmma with P in registers; thread 0 issues TMA into a full/empty ring",
     .caps = FX_HOPPER_FWD_CAPS(
         "heads_q and batch at most 65535 (grid); Q, K, V, O with 16-byte aligned base and "
         "strides (TMA); shared memory per block 90, 162 and 194 KiB at head_dim 64, "
         "128, 256"),
     .check_problem = check_problem,
-    .forward = fx_fwd_05,
+    .forward = FX_ENTRY(fwd),
 };

@@ -11,8 +11,7 @@
  * into masked and unmasked blocks. Code marked UNIT(name) is inherited verbatim from the
  * stage that introduced it (tests/shape/check_units.sh compares the copies).
  *
- * Sources: FA3 (Shah et al. 2024) §3.1, Figure 1; PTX ISA §9.7.13.1 (bar.sync, bar.arrive:
- * the turns).
+ * Sources: FA3 §3.1, Figure 1; PTX ISA §9.7.13.1 (bar.sync, bar.arrive: the turns).
  * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
  */
 #include "fx_fwd_sm90.cuh"
@@ -784,12 +783,12 @@ struct Launch {
 
 /* The stage's entry points (stage.c): the forward of fx_stage.h, and the dynamic shared
  * memory one CTA needs at head_dim (0: not built). */
-extern "C" cudaError_t fx_fwd_07(const fx_fwd_args *a)
+extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
 }
 
-extern "C" size_t fx_fwd_smem_bytes_07(int head_dim)
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
                           kSmemBytes<ConfigD256>);

@@ -12,7 +12,7 @@
  * into masked and unmasked blocks. Code marked UNIT(name) is inherited verbatim from the
  * stage that introduced it (tests/shape/check_units.sh compares the copies).
  *
- * Sources: FA3 (Shah et al. 2024) §3.2, Algorithm 2; PTX ISA §9.7.15.7 (wgmma.wait_group).
+ * Sources: FA3 §3.2, Algorithm 2; PTX ISA §9.7.15.7 (wgmma.wait_group).
  * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
  */
 #include <stdio.h>
@@ -863,19 +863,19 @@ struct Launch {
 
 /* The stage's entry points (stage.c): the forward of fx_stage.h, and the dynamic shared
  * memory one CTA needs at head_dim (0: not built). */
-extern "C" cudaError_t fx_fwd_08(const fx_fwd_args *a)
+extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
 }
 
-extern "C" size_t fx_fwd_smem_bytes_08(int head_dim)
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
                           kSmemBytes<ConfigD256>);
 }
 
 /* For stage.c's check_problem: 0, or 2 with the reason, before any input is made. */
-extern "C" int fx_fwd_check_ablation_08(int head_dim, char *why, size_t why_len)
+extern "C" int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len)
 {
     return ablation_parse(head_dim, why, why_len) < 0 ? 2 : 0;
 }

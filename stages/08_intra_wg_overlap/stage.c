@@ -7,21 +7,21 @@
  */
 #include "fx_stage.h"
 
-/* fwd.cu (extern "C"). */
-cudaError_t fx_fwd_08(const fx_fwd_args *a);
-size_t fx_fwd_smem_bytes_08(int head_dim);
-int fx_fwd_check_ablation_08(int head_dim, char *why, size_t why_len);
+/* fwd.cu (extern "C"). FX_ENTRY(name) is fx_<name>_NN, NN this stage's number (fx_stage.h). */
+cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
+size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
+int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len);
 
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (fx_fwd_check_ablation_08(p->head_dim, why, why_len))
+    if (FX_ENTRY(fwd_check_ablation)(p->head_dim, why, why_len))
         return 2;
-    return fx_check_hopper_fwd(p, fx_fwd_smem_bytes_08(p->head_dim), why, why_len);
+    return fx_check_hopper_fwd(p, FX_ENTRY(fwd_smem_bytes)(p->head_dim), why, why_len);
 }
 
-const fx_stage fx_stage_08_intra_wg_overlap = {
-    .id = "08_intra_wg_overlap",
+const fx_stage FX_STAGE_DESCRIPTOR = {
+    .id = FX_STAGE_ID_STRING,
     .summary = "intra-warpgroup overlap, the full FA3 forward: the softmax of S_j runs while "
                "the PV GEMM of block j-1 is still on the tensor cores",
     .caps = FX_HOPPER_FWD_CAPS(
@@ -30,5 +30,5 @@ const fx_stage fx_stage_08_intra_wg_overlap = {
         "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
         "the schedule off (head_dim 128 only)"),
     .check_problem = check_problem,
-    .forward = fx_fwd_08,
+    .forward = FX_ENTRY(fwd),
 };
