@@ -89,8 +89,9 @@ const fx_stage fx_stage_03_flash2 = {
                 "softmax_scale at most 8 for the backward; head_dim 256 needs 192 KiB of "
                 "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
                 "backward needs 162, 113, 161 and 139 KiB at head_dim 64, 96, 128, 256 "
-                "(A100 and Hopper); fp16 with very large logits (|softmax_scale·S| of "
-                "1e4 and more) can miss the pass rule (docs/03_flash2.md)",
+                "(A100 and Hopper); the backward misses the pass rule from logits "
+                "(|softmax_scale·S|) of ~1e4 in fp16 and ~1e5 in bf16: an fp32 LSE cannot "
+                "hold P's exponent finely enough there (docs/03_flash2.md, large logits)",
         },
     .workspace_bytes = workspace_bytes,
     .check_problem = check_problem,
