@@ -42,3 +42,13 @@ add_test(NAME format_columns
          COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/format.sh --columns
                  --baseline ${fx_script_tests}/columns_known.txt)
 set_tests_properties(format_columns PROPERTIES LABELS unit TIMEOUT 120)
+
+# The benchmark tooling (sweep, join, compare, bounds, tables, figures, peers.py) against
+# stand-in stage programs, a fake PyTorch and a fake FA3 (bench/selftest.sh): no GPU.
+add_test(NAME bench_selftest COMMAND bash ${PROJECT_SOURCE_DIR}/bench/selftest.sh)
+set_tests_properties(bench_selftest PROPERTIES LABELS unit TIMEOUT 300)
+
+# Numbers in docs come from committed rows: generated tables regenerate unchanged, and a
+# measured figure quoted by hand is found in the CSV it names (scripts/check_doc_numbers.sh).
+add_test(NAME docs_numbers_from_csv COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/check_doc_numbers.sh)
+set_tests_properties(docs_numbers_from_csv PROPERTIES LABELS unit TIMEOUT 120)
