@@ -144,10 +144,10 @@ int fx_check_smem_optin(size_t needed, int head_dim, const char *what, char *why
 int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_t why_len);
 
 /* The capabilities every Hopper forward stage (04-08) has: head_dim 64/128/256 (whole
- * 64-column slabs: one 128B-swizzled TMA box and wgmma atom each), bf16 and fp16, causal,
- * GQA/MQA, no backward (stage 03 has the FA2 one, stage 11 will have Hopper's), sm_90a
- * (wgmma, setmaxnreg and the sm_90a build exist only there). LIMITS: the stage's other
- * limits in words, for --help. */
+ * 64-column slabs: one 128B-swizzled TMA box each, and from stage 05 one wgmma atom), bf16
+ * and fp16, causal, GQA/MQA, no backward (stage 03 has the FA2 one, stage 11 will have
+ * Hopper's), sm_90a only (the stages are built for it: TMA from 04, wgmma and setmaxnreg from
+ * 05 exist only there). LIMITS: the stage's other limits in words, for --help. */
 #define FX_HOPPER_FWD_CAPS(LIMITS)                                                                 \
     {                                                                                              \
         .head_dims = {64, 128, 256}, .n_head_dims = 3,                                             \

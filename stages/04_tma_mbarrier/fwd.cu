@@ -607,8 +607,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         // bar.sync does it here, where every warp is also a consumer; an "empty" mbarrier
         // per stage (each warp arrives, the producer waits) makes warp 0 wait for the
         // slowest warp all the same, at the cost of kNWarps arrives and a wait loop per
-        // block. Measured, that was no uniform win for the extra protocol (docs/04, "What
-        // limits it"); it pays once the producer is a warp of its own (stage 06).
+        // block. Measured, that was no uniform win for the extra protocol (docs/04, "The
+        // mbarrier protocol"); it pays once the producer is a warp of its own (stage 06).
         __syncthreads();
         if (producer && n_block >= kStages - 1) {
             const int next = n_block - (kStages - 1);                 // kStages − 1 blocks ahead
@@ -804,8 +804,8 @@ cudaError_t launch_dtype(const fx_fwd_args *a)
 
 }  // namespace
 
-/* The box rows of the four maps at this head_dim (Q, K and V, O); false for a head_dim
- * the stage does not build. */
+/* The dynamic shared memory one CTA needs at this head_dim; 0 for a head_dim the stage does
+ * not build. */
 extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     switch (head_dim) {

@@ -86,9 +86,10 @@ struct ElementOps<__half> {
 /*
  * The thread's index, read afresh from %tid.x. Whatever the compiler can see is invariant
  * in the mainloop (ldmatrix offsets derived from threadIdx.x) it computes once before the
- * loop and keeps in registers across it; beside up to 160 accumulator registers that
- * spilled in stage 03. An asm volatile read cannot be hoisted, so what derives from it is
- * recomputed where it is used: a few integer instructions per K/V block, no spills.
+ * loop and keeps in registers across it; beside stage 03's 192 accumulators of an earlier
+ * tile those spilled (stage 03's traits.cuh says where it still matters). An asm volatile
+ * read cannot be hoisted, so what derives from it is recomputed where it is used: a few
+ * integer instructions per K/V block.
  */
 __device__ __forceinline__ int thread_index_uncached(void)
 {

@@ -12,7 +12,7 @@
  * into masked and unmasked blocks. Code marked UNIT(name) is inherited verbatim from the
  * stage that introduced it (tests/shape/check_units.sh compares the copies).
  *
- * Sources: FA3 §3.1; PTX ISA §9.7.13.15 (mbarrier), §9.7.19.5 (setmaxnreg), §9.7.13.14.
+ * Sources: FA3 §3.1; PTX ISA §9.7.13.15 (mbarrier), §9.7.19.5 (setmaxnreg), §9.7.13.14 (elect).
  * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
  */
 #include "fx_fwd_sm90.cuh"
@@ -292,8 +292,8 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
  *
  * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e), taken relative to the
  * reference R = round(m·c). The fast path folds the scale into one FFMA per score,
- * 2^(fma(S, c, −R)), as FlashAttention does: the maximum's P is 2^(m·c − R), within half an
- * ulp of |m·c| of 1. From |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that
+ * 2^(fma(S, c, −R)), as FlashAttention does: the maximum's exponent m·c − R is within half an
+ * ulp of |m·c| of 0. From |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that
  * exponent can reach 1 and it grows without bound beyond (P = inf and a NaN O from |m·c| ~
  * 2^31, logits that finite inputs reach). There the softmax takes the exact path,
  * 2^(round(S·c) − R): the maximum's exponent is exactly 0 and none is positive (rounding is
@@ -340,8 +340,8 @@ __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg
 }
 
 /* Online softmax of one block's S, in place (acc_s becomes P in fp32); alpha receives
- * exp(m_old − m_new) per row, by which O must be rescaled (softmax_rescale_o) once no wgmma
- * is writing O. */
+ * 2^(R_old − R_new) ≈ exp(m_old − m_new) per row, by which O must be rescaled
+ * (softmax_rescale_o) once no wgmma is writing O. */
 template <class Cfg>
 __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
                                                float (&alpha)[2], float scale_log2)
