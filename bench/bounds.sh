@@ -62,11 +62,13 @@ while (($#)); do
     shift
 done
 [[ -n $csv ]] || { usage >&2; exit 2; }
-[[ -z $direction || $direction == fwd || $direction == bwd ]] || die "--direction must be fwd or bwd"
+[[ -z $direction || $direction == fwd || $direction == bwd ]] ||
+    die "--direction must be fwd or bwd"
 [[ -r $csv ]] || die "cannot read $csv"
 first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
-    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns (FX_CSV_HEADER)"
+    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns" \
+        "(FX_CSV_HEADER)"
 [[ $(wc -l <"$csv") -gt 1 ]] || die "$csv has a header and no rows"
 
 augmented=$(mktemp)
@@ -100,7 +102,9 @@ NR == FNR {
     if ($c["stage"] == "copy_bw") copies[$c["device"]] = copies[$c["device"]] " " $c["tflops"]
     next
 }
-FNR == 2 { print hdr, "peak_tflops,pct_tensor,exp_ms,pct_exp,hbm_bytes,copy_tbps,hbm_ms,pct_hbm,bound" }
+FNR == 2 {
+    print hdr, "peak_tflops,pct_tensor,exp_ms,pct_exp,hbm_bytes,copy_tbps,hbm_ms,pct_hbm,bound"
+}
 !tagged && index($c["stage"], "@") { next }
 {
     stage = $c["stage"]; dev = $c["device"]; dtype = $c["dtype"]
@@ -124,7 +128,8 @@ FNR == 2 { print hdr, "peak_tflops,pct_tensor,exp_ms,pct_exp,hbm_bytes,copy_tbps
         }
         bw = copy_opt != "" ? copy_opt : median(copies[dev])
         if ($c["direction"] == "bwd")  # Q, O, dO, dQ and K, V, dK, dV once; LSE read
-            bytes = elem_bytes(dtype) * (4 * b * sq * hq * d + 4 * b * sk * hk * d) + 4 * b * hq * sq
+            bytes = elem_bytes(dtype) * (4 * b * sq * hq * d + 4 * b * sk * hk * d) \
+                  + 4 * b * hq * sq
         else                           # Q, K, V read, O written once; LSE written
             bytes = elem_bytes(dtype) * (b * sq * hq * d + 2 * b * sk * hk * d) \
                   + (dtype == "e4m3" ? 2 : elem_bytes(dtype)) * b * sq * hq * d + 4 * b * hq * sq
@@ -164,29 +169,36 @@ NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
     }
     dir = $c["direction"]
     if (want != "" && dir != want) next
-    key = sprintf("%d %06d %d %06d %03d %s %s", dir == "fwd" ? 0 : dir == "bwd" ? 1 : 2, $c["head_dim"],
-                  $c["causal"], $c["seqlen_q"], order[s], s, dir)
+    key = sprintf("%d %06d %d %06d %03d %s %s", dir == "fwd" ? 0 : dir == "bwd" ? 1 : 2,
+                  $c["head_dim"], $c["causal"], $c["seqlen_q"], order[s], s, dir)
     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
     add(key, "tf", $c["tflops"]); add(key, "pt", $c["pct_tensor"])
     add(key, "pe", $c["pct_exp"]); add(key, "ph", $c["pct_hbm"]); add(key, "n", 1)
-    add(key, "bd", $c["bound"] == "tensor" ? 1 : $c["bound"] == "exp" ? 2 : $c["bound"] == "hbm" ? 3 : "")
+    add(key, "bd",
+        $c["bound"] == "tensor" ? 1 : $c["bound"] == "exp" ? 2 : $c["bound"] == "hbm" ? 3 : "")
 }
 END {
     if ("torch_matmul" in order)
-        printf "# torch_matmul bf16 8192^3: %.1f TFLOP/s (median), %s%% of the tensor-core peak\n",
-               median(vals["torch_matmul", "tf"]), median(vals["torch_matmul", "pt"]) == "" ? "?" : sprintf("%.1f", median(vals["torch_matmul", "pt"]))
+        printf "# torch_matmul bf16 8192^3: %.1f TFLOP/s (median), " \
+               "%s%% of the tensor-core peak\n",
+               median(vals["torch_matmul", "tf"]),
+               median(vals["torch_matmul", "pt"]) == "" ? "?" : \
+                   sprintf("%.1f", median(vals["torch_matmul", "pt"]))
     if ("copy_bw" in order)
-        printf "# copy_bw (device to device): %.2f TB/s read + written (median): the HBM bound uses it\n",
+        printf "# copy_bw (device to device): %.2f TB/s read + written (median): " \
+               "the HBM bound uses it\n",
                median(vals["copy_bw", "bw"])
     for (i = 1; i <= nk; ++i) {
         split(keys[i], f, " ")
         # the bound of the medians (the largest of the three median percentages)
-        pt = median(vals[keys[i], "pt"]); pe = median(vals[keys[i], "pe"]); ph = median(vals[keys[i], "ph"])
+        pt = median(vals[keys[i], "pt"]); pe = median(vals[keys[i], "pe"])
+        ph = median(vals[keys[i], "ph"])
         best = ""; top = -1
         if (pt != "" && pt + 0 > top) { top = pt + 0; best = "tensor" }
         if (pe != "" && pe + 0 > top) { top = pe + 0; best = "exp" }
         if (ph != "" && ph + 0 > top) { top = ph + 0; best = "hbm" }
-        printf "%s\t%s\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%d\n", keys[i], f[7], f[2] + 0, f[3], f[4] + 0, f[6],
+        printf "%s\t%s\t%d\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%d\n",
+               keys[i], f[7], f[2] + 0, f[3], f[4] + 0, f[6],
                median(vals[keys[i], "tf"]), pt == "" ? "-" : sprintf("%.1f", pt),
                pe == "" ? "-" : sprintf("%.1f", pe), ph == "" ? "-" : sprintf("%.1f", ph),
                best == "" ? "-" : best, split(vals[keys[i], "n"], tmp, " ")
@@ -206,12 +218,12 @@ END {
             ((${#name} <= width)) || width=${#name}
         fi
     done
-    printf '%-4s %-9s %-6s %7s  %-*s %9s %9s %7s %7s  %-7s %s\n' dir head_dim causal seqlen "$width" stage \
-        TFLOP/s %tensor %exp %HBM bound repeats
+    printf '%-4s %-9s %-6s %7s  %-*s %9s %9s %7s %7s  %-7s %s\n' \
+        dir head_dim causal seqlen "$width" stage TFLOP/s %tensor %exp %HBM bound repeats
     if ((${#rows[@]})); then
         printf '%s\n' "${rows[@]}" | sort | awk -F'\t' -v w="$width" '{
-            printf "%-4s %-9s %-6s %7s  %-*s %9s %9s %7s %7s  %-7s %s\n", $2, $3, $4 ? "yes" : "no", $5, w, $6,
-                   $7, $8, $9, $10, $11, $12 }'
+            printf "%-4s %-9s %-6s %7s  %-*s %9s %9s %7s %7s  %-7s %s\n",
+                   $2, $3, $4 ? "yes" : "no", $5, w, $6, $7, $8, $9, $10, $11, $12 }'
     fi
 }
 [[ -z $out ]] || echo "augmented CSV: $out"

@@ -41,7 +41,8 @@ while (($#)); do
     shift
 done
 [[ -n $csv && -n $tag ]] || { usage >&2; exit 2; }
-[[ -z $direction || $direction == fwd || $direction == bwd ]] || die "--direction must be fwd or bwd"
+[[ -z $direction || $direction == fwd || $direction == bwd ]] ||
+    die "--direction must be fwd or bwd"
 [[ -r $csv ]] || die "cannot read $csv"
 first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
@@ -49,7 +50,8 @@ first=$(head -n 1 "$csv")
 against=${against#@}
 
 # The table (awk prints tab-separated rows with a sort key; the shell sorts and aligns).
-rows=$(awk -F, -v tag="$tag" -v against="$against" -v want="$direction" "$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")"'
+rows=$(awk -F, -v tag="$tag" -v against="$against" -v want="$direction" \
+    "$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")"'
 function spread(list,    n, v, i, lo, hi) {
     n = split(list, v, " "); lo = hi = v[1] + 0
     for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
@@ -62,10 +64,12 @@ $c["direction"] != "ref" && (want == "" || $c["direction"] == want) {
     name = at ? substr(s, 1, at - 1) : s; mark = at ? substr(s, at + 1) : ""
     if (mark != tag && mark != against) next
     side = mark == tag ? "b" : "a"
-    p = sprintf("%d %06d %d %06d %06d", $c["direction"] == "fwd" ? 0 : 1, $c["head_dim"], $c["causal"],
-                $c["seqlen_q"], $c["seqlen_k"])
-    shown = sprintf("%s\t%s\t%s\t%s", $c["direction"], $c["head_dim"], $c["causal"] ? "yes" : "no",
-                    $c["seqlen_q"] == $c["seqlen_k"] ? $c["seqlen_q"] : $c["seqlen_q"] "/" $c["seqlen_k"])
+    p = sprintf("%d %06d %d %06d %06d", $c["direction"] == "fwd" ? 0 : 1, $c["head_dim"],
+                $c["causal"], $c["seqlen_q"], $c["seqlen_k"])
+    shown = sprintf("%s\t%s\t%s\t%s", $c["direction"], $c["head_dim"],
+                    $c["causal"] ? "yes" : "no",
+                    $c["seqlen_q"] == $c["seqlen_k"] ? $c["seqlen_q"] \
+                                                     : $c["seqlen_q"] "/" $c["seqlen_k"])
     extra = $c["dtype"] " " $c["batch"] " " $c["heads_q"] " " $c["heads_kv"]
     if (!(name in order)) order[name] = ++n_names
     k = p " " extra SUBSEP name
@@ -77,35 +81,44 @@ END {
         k = keys[i]
         if (!((k, "a") in v) || !((k, "b") in v)) continue
         split(k, kk, SUBSEP); name = kk[2]
-        ma = median(v[k, "a"]); mb = median(v[k, "b"]); sa = spread(v[k, "a"]); sb = spread(v[k, "b"])
+        ma = median(v[k, "a"]); mb = median(v[k, "b"])
+        sa = spread(v[k, "a"]); sb = spread(v[k, "b"])
         na = count(v[k, "a"]); nb = count(v[k, "b"])
         r = mb > 0 ? ma / mb : 0
         lim = sa > sb ? sa : sb
-        if (na < 2 || nb < 2) verdict = (ma >= mb ? "faster" : "slower") " (one repeat: no spread)"
+        if (na < 2 || nb < 2)
+            verdict = (ma >= mb ? "faster" : "slower") " (one repeat: no spread)"
         else if (ma - mb <= lim && mb - ma <= lim) verdict = "within spread"
         else verdict = ma > mb ? "faster" : "slower"
-        printf "%s %03d\t%s\t%s\t%.1f (%.1f)\t%.1f (%.1f)\t%.3f\t%s\t%d/%d\n", kk[1], order[name], show[k], name,
-               ma, sa, mb, sb, r, verdict, na, nb
+        printf "%s %03d\t%s\t%s\t%.1f (%.1f)\t%.1f (%.1f)\t%.3f\t%s\t%d/%d\n",
+               kk[1], order[name], show[k], name, ma, sa, mb, sb, r, verdict, na, nb
     }
 }' "$csv" | sort)
 
 if [[ -z $rows ]]; then
-    echo "compare.sh: no runner of $csv has both ${against:+@$against }rows and @$tag rows at any point${direction:+ ($direction)}" \
-        "(marks found: $(awk -F, 'NR > 1 && index($1, "@") { m[substr($1, index($1, "@") + 1)] = 1 } END { for (k in m) l = l (l ? ", " : "") "@" k; print l ? l : "none" }' "$csv"))" >&2
+    echo "compare.sh: no runner of $csv has both ${against:+@$against }rows and @$tag rows" \
+        "at any point${direction:+ ($direction)}" \
+        "(marks found: $(awk -F, 'NR > 1 && index($1, "@") { m[substr($1, index($1, "@") + 1)] = 1 }
+            END { for (k in m) l = l (l ? ", " : "") "@" k; print l ? l : "none" }' "$csv"))" >&2
     exit 1
 fi
 
 a_label=${against:+@$against}
 a_label=${a_label:-unmarked}
-width=$(printf '%s\n' "$rows" | awk -F'\t' '{ if (length($6) > w) w = length($6) } END { print (w > 5 ? w : 5) }')
-echo "$csv: $a_label against @$tag, TFLOP/s: the median over the repeats (spread: highest − lowest repeat)"
-printf "%-4s %-8s %-6s %11s  %-*s  %-16s %-16s %-10s %s\n" dir head_dim causal seqlen "$width" runner \
-    "$a_label" "@$tag" "ratio" "verdict (repeats)"
+width=$(printf '%s\n' "$rows" |
+    awk -F'\t' '{ if (length($6) > w) w = length($6) } END { print (w > 5 ? w : 5) }')
+echo "$csv: $a_label against @$tag, TFLOP/s: the median over the repeats" \
+    "(spread: highest − lowest repeat)"
+printf "%-4s %-8s %-6s %11s  %-*s  %-16s %-16s %-10s %s\n" \
+    dir head_dim causal seqlen "$width" runner "$a_label" "@$tag" "ratio" "verdict (repeats)"
 printf '%s\n' "$rows" | awk -F'\t' -v w="$width" '{
-    printf "%-4s %-8s %-6s %11s  %-*s  %-16s %-16s %-10s %s (%s)\n", $2, $3, $4, $5, w, $6, $7, $8, $9, $10, $11 }'
+    printf "%-4s %-8s %-6s %11s  %-*s  %-16s %-16s %-10s %s (%s)\n",
+           $2, $3, $4, $5, w, $6, $7, $8, $9, $10, $11 }'
 echo
-echo "summary (ratio: $a_label over @$tag; within spread: the medians differ by no more than the larger spread):"
-printf '%s\n' "$rows" | awk -F'\t' -v w="$width" "$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")"'
+echo "summary (ratio: $a_label over @$tag;" \
+    "within spread: the medians differ by no more than the larger spread):"
+printf '%s\n' "$rows" | awk -F'\t' -v w="$width" \
+    "$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")"'
 {
     n = $6; if (!(n in seen)) { seen[n] = 1; names[++nn] = n }
     pts[n]++; r[n] = r[n] " " $9
@@ -115,7 +128,8 @@ printf '%s\n' "$rows" | awk -F'\t' -v w="$width" "$(<"$(dirname "${BASH_SOURCE[0
 END {
     for (i = 1; i <= nn; ++i) {
         n = names[i]
-        printf "  %-*s  %d points: %d faster, %d slower beyond the spread, %d within it; ratio %.3f to %.3f, median %.3f\n",
+        printf "  %-*s  %d points: %d faster, %d slower beyond the spread, %d within it; " \
+               "ratio %.3f to %.3f, median %.3f\n",
                w, n, pts[n], fast[n], slow[n], within[n], lo[n], hi[n], median(r[n])
     }
 }'

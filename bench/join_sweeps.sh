@@ -42,14 +42,17 @@ done
 [[ $out == *.csv ]] || die "OUT must end in .csv (its .meta goes beside it)"
 for p in "${parts[@]}"; do
     [[ -r $p ]] || die "cannot read $p"
-    [[ $(cd "$(dirname "$p")" && pwd)/${p##*/} != "$(cd "$(dirname "$out")" 2>/dev/null && pwd)/${out##*/}" ]] ||
+    [[ $(cd "$(dirname "$p")" && pwd)/${p##*/} != \
+        "$(cd "$(dirname "$out")" 2>/dev/null && pwd)/${out##*/}" ]] ||
         die "OUT ($out) is one of the parts"
 done
 
 header=$(head -n 1 "${parts[0]}")
-[[ ,$header, == *,stage,* && ,$header, == *,direction,* ]] || die "${parts[0]} is not a sweep CSV (no stage and direction columns in its first line)"
+[[ ,$header, == *,stage,* && ,$header, == *,direction,* ]] ||
+    die "${parts[0]} is not a sweep CSV (no stage and direction columns in its first line)"
 for p in "${parts[@]:1}"; do
-    [[ $(head -n 1 "$p") == "$header" ]] || die "$p has another header than ${parts[0]}: not parts of one sweep"
+    [[ $(head -n 1 "$p") == "$header" ]] ||
+        die "$p has another header than ${parts[0]}: not parts of one sweep"
 done
 
 meta_of() { printf '%s' "${1%.csv}.meta"; }
@@ -58,8 +61,8 @@ value() {  # value META KEY: the first KEY= line's value ("" when none)
     sed -n "s/^$2=//p;T;q" "$1"
 }
 shared_keys=(direction repeats iters warmup spin_us spin_compare stages runners points)
-version_keys=(torch torch_cuda cudnn device sm_count l2_bytes driver spin_max_sm_clock_mhz spin_method
-    fa3 fa3_api fa3_version fa3_build_switches_on fa3_lacks peers)
+version_keys=(torch torch_cuda cudnn device sm_count l2_bytes driver spin_max_sm_clock_mhz
+    spin_method fa3 fa3_api fa3_version fa3_build_switches_on fa3_lacks peers)
 problems=()
 for p in "${parts[@]}"; do
     [[ -r $(meta_of "$p") ]] || problems+=("$p has no $(meta_of "$p") beside it")
@@ -96,12 +99,15 @@ trap 'rm -f "$tmp_csv" "$tmp_meta"' EXIT
 {
     echo "command=bench/join_sweeps.sh$( ((force)) && printf ' --force') $out ${parts[*]}"
     echo "joined_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "joined=${#parts[@]} runs of one sweep split into parts, each measuring its own points with every runner interleaved at every point, all repeats; the rows of each part follow the header in the order given (reference rows included: each run measured them)"
+    echo "joined=${#parts[@]} runs of one sweep split into parts, each measuring its own points" \
+        "with every runner interleaved at every point, all repeats; the rows of each part follow" \
+        "the header in the order given (reference rows included: each run measured them)"
     i=0
     for p in "${parts[@]}"; do
         i=$((i + 1))
         m=$(meta_of "$p")
-        echo "part${i}=$p ($(($(wc -l <"$p") - 1)) rows; $(value "$m" part); $(value "$m" started_utc) to $(value "$m" finished_utc), $(value "$m" elapsed_s) s)"
+        echo "part${i}=$p ($(($(wc -l <"$p") - 1)) rows; $(value "$m" part);" \
+            "$(value "$m" started_utc) to $(value "$m" finished_utc), $(value "$m" elapsed_s) s)"
     done
     for key in "${shared_keys[@]}"; do
         v=$(value "$(meta_of "${parts[0]}")" "$key")
@@ -110,14 +116,22 @@ trap 'rm -f "$tmp_csv" "$tmp_meta"' EXIT
     sed -n 's/^baseline=/baseline=/p' "$(meta_of "${parts[0]}")" 2>/dev/null || true
     for key in "${version_keys[@]}"; do
         v0=$(value "$(meta_of "${parts[0]}")" "$key") same=1
-        for p in "${parts[@]:1}"; do [[ $(value "$(meta_of "$p")" "$key") == "$v0" ]] || same=0; done
+        for p in "${parts[@]:1}"; do
+            [[ $(value "$(meta_of "$p")" "$key") == "$v0" ]] || same=0
+        done
         if [[ -n $v0 ]]; then
-            if ((same)); then echo "$key=$v0"; else echo "note=$key differs between the parts (see part<i>_$key)"; fi
+            if ((same)); then
+                echo "$key=$v0"
+            else
+                echo "note=$key differs between the parts (see part<i>_$key)"
+            fi
         fi
     done
     for x in ${problems[@]+"${problems[@]}"}; do echo "note=joined with --force: $x"; done
     # Every part's notes, each once.
-    for p in "${parts[@]}"; do sed -n '/^note=/p' "$(meta_of "$p")" 2>/dev/null || true; done | awk '!seen[$0]++'
+    for p in "${parts[@]}"; do
+        sed -n '/^note=/p' "$(meta_of "$p")" 2>/dev/null || true
+    done | awk '!seen[$0]++'
     i=0
     for p in "${parts[@]}"; do
         i=$((i + 1))
@@ -128,12 +142,15 @@ trap 'rm -f "$tmp_csv" "$tmp_meta"' EXIT
 # Rows per (runner, point): the same count everywhere, unless a part was cut short.
 counts=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
     $c["direction"] != "ref" {
-        k = $c["stage"] " " $c["direction"] " hd " $c["head_dim"] " causal " $c["causal"] " seqlen " $c["seqlen_q"]
+        k = $c["stage"] " " $c["direction"] " hd " $c["head_dim"] \
+            " causal " $c["causal"] " seqlen " $c["seqlen_q"]
         n[k]++ }
     END { for (k in n) { h[n[k]]++; if (!(n[k] in ex)) ex[n[k]] = k }
           best = ""; for (x in h) if (best == "" || h[x] > h[best]) best = x
           printf "%d", best
-          for (x in h) if (x != best) printf "; %d (runner, point) pairs have %d rows, e.g. %s", h[x], x, ex[x]
+          for (x in h)
+              if (x != best)
+                  printf "; %d (runner, point) pairs have %d rows, e.g. %s", h[x], x, ex[x]
           printf "\n" }' "$tmp_csv")
 rows_each=${counts%%;*}
 odd=""
@@ -147,4 +164,5 @@ cp "$tmp_csv" "$out"
 cp "$tmp_meta" "${out%.csv}.meta"
 echo "$(($(wc -l <"$out") - 1)) rows from ${#parts[@]} parts: $out (sidecar ${out%.csv}.meta)"
 echo "rows per (runner, point): $rows_each${odd:+; uneven: $odd}"
-((${#problems[@]} == 0)) || echo "joined with --force: ${#problems[@]} difference(s), written into the .meta"
+((${#problems[@]} == 0)) ||
+    echo "joined with --force: ${#problems[@]} difference(s), written into the .meta"

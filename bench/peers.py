@@ -252,7 +252,8 @@ class SmClock:
                 rc = lib.nvmlDeviceGetHandleByPciBusId_v2(self.bus.encode(), ctypes.byref(handle))
             else:
                 count = ctypes.c_uint()
-                if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != NVML_SUCCESS or count.value != 1:
+                if (lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != NVML_SUCCESS
+                        or count.value != 1):
                     return  # several GPUs and no bus id to tell them apart
                 rc = lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
             if rc == NVML_SUCCESS:

@@ -63,7 +63,8 @@ esac
 [[ -s $csv ]] || die "$csv is empty: not a sweep CSV (bench/sweep.sh writes one)"
 first=$(head -n 1 "$csv")
 if [[ ,$first, != *,stage,* || ,$first, != *,direction,* || ,$first, != *,tflops,* ]]; then
-    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns (FX_CSV_HEADER: stage,direction,...)"
+    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns" \
+        "(FX_CSV_HEADER: stage,direction,...)"
 fi
 if (($(wc -l <"$csv") < 2)); then
     echo "plot.sh: $csv has a header and no rows: nothing to draw" >&2
@@ -73,8 +74,11 @@ fi
 source bench/sweep_dirs.sh
 read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 if ((${#dirs[@]} == 0)); then
-    echo "plot.sh: $csv has no fwd or bwd rows (only $(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "direction") d = i; next }
-        { s[$d] = 1 } END { for (k in s) l = l (l ? ", " : "") k; print l ? l : "none" }' "$csv")): nothing to draw" >&2
+    echo "plot.sh: $csv has no fwd or bwd rows" \
+        "(only $(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "direction") d = i; next }
+        { s[$d] = 1 }
+        END { for (k in s) l = l (l ? ", " : "") k; print l ? l : "none" }' "$csv")):" \
+        "nothing to draw" >&2
     exit 1
 fi
 if ! command -v gnuplot >/dev/null 2>&1; then
@@ -98,10 +102,14 @@ tag_arg=()
 made=0 found=0
 for dir in "${dirs[@]}"; do
     # The (head_dim, causal) pairs of this direction's rows, in order.
-    pairs=$(awk -F, -v d="$dir" -v tagged="$tagged" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-                     $c["direction"] == d && (tagged || !index($c["stage"], "@")) { print $c["head_dim"], $c["causal"] }' "$csv" | sort -n -u -k1,1 -k2,2)
+    pairs=$(awk -F, -v d="$dir" -v tagged="$tagged" '
+        NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        $c["direction"] == d && (tagged || !index($c["stage"], "@")) {
+            print $c["head_dim"], $c["causal"] }' "$csv" | sort -n -u -k1,1 -k2,2)
     if [[ -z $pairs ]]; then
-        echo "plot.sh: no $([[ $dir == fwd ]] && echo forward || echo backward) rows in $csv$( ((tagged)) || printf ' (marked rows left out: --tagged draws them)')" >&2
+        echo "plot.sh: no $([[ $dir == fwd ]] && echo forward || echo backward)" \
+            "rows in $csv$( ((tagged)) ||
+                printf ' (marked rows left out: --tagged draws them)')" >&2
         continue
     fi
     found=1
@@ -113,8 +121,10 @@ for dir in "${dirs[@]}"; do
         ((tagged)) && gp_args+=(tagged)
         default_name=plots/fa3_${dir}_hd${hd}_$( ((causal)) && echo causal || echo noncausal)
         [[ $name == "$default_name" ]] || gp_args+=("$name")
-        if gnuplot -c plots/fa3_sweep.gp "$csv" "$hd" "$causal" "$dir" ${tag_arg[@]+"${tag_arg[@]}"} "$name"; then
-            echo "$name.png, $name.svg   (gnuplot -c plots/fa3_sweep.gp $csv $hd $causal${gp_args[*]:+ ${gp_args[*]}})"
+        if gnuplot -c plots/fa3_sweep.gp "$csv" "$hd" "$causal" "$dir" \
+            ${tag_arg[@]+"${tag_arg[@]}"} "$name"; then
+            echo "$name.png, $name.svg   (gnuplot -c plots/fa3_sweep.gp" \
+                "$csv $hd $causal${gp_args[*]:+ ${gp_args[*]}})"
             made=$((made + 1))
         else
             echo "plot.sh: gnuplot failed for $dir, head_dim $hd, causal $causal" >&2
@@ -127,5 +137,6 @@ if ((!found)); then
 fi
 echo "$made figure(s) from $csv"
 if ((!readme)) && [[ -z $prefix ]]; then
-    echo "(named after the CSV: the README's figures, plots/fa3_<dir>_hd*, are unchanged; bench/plot.sh --readme $csv writes those)"
+    echo "(named after the CSV: the README's figures, plots/fa3_<dir>_hd*, are unchanged;" \
+        "bench/plot.sh --readme $csv writes those)"
 fi

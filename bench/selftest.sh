@@ -19,7 +19,8 @@ root=$PWD
 
 verbose=0
 [[ ${1:-} == -v ]] && verbose=1
-[[ ${1:-} == -h || ${1:-} == --help ]] && { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0; }
+[[ ${1:-} == -h || ${1:-} == --help ]] &&
+    { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0; }
 
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -54,7 +55,8 @@ mkdir -p "$T/build/bin" "$T/old/bin" "$T/out" "$T/figs"
 mk() {  # mk DIR ID ENV...: a stage program stand-in
     local dir=$1 id=$2
     shift 2
-    printf '#!/usr/bin/env bash\n%s FAKE_ID=%s exec %s "$@"\n' "$*" "$id" "$S/fake_stage.sh" >"$dir/bin/stage_$id"
+    printf '#!/usr/bin/env bash\n%s FAKE_ID=%s exec %s "$@"\n' "$*" "$id" "$S/fake_stage.sh" \
+        >"$dir/bin/stage_$id"
     chmod +x "$dir/bin/stage_$id"
 }
 mk "$T/build" 03_flash2 FAKE_BWD=1 FAKE_RATE=330
@@ -77,67 +79,96 @@ nopeers=()
 # peers.py alone.
 if ((has_python)); then
     expect "peers.py compiles" python3 -m py_compile bench/peers.py
-    if [[ $(sed -n 's/^DEFAULT_SPIN_US = \([0-9]*\).*/\1/p' bench/peers.py) == "$(sed -n 's/^SPIN_DEFAULT=\([0-9]*\).*/\1/p' bench/sweep.sh)" ]]; then
+    if [[ $(sed -n 's/^DEFAULT_SPIN_US = \([0-9]*\).*/\1/p' bench/peers.py) == \
+        "$(sed -n 's/^SPIN_DEFAULT=\([0-9]*\).*/\1/p' bench/sweep.sh)" ]]; then
         ok "peers.py and sweep.sh have one default spin"
     else
         bad "peers.py's DEFAULT_SPIN_US differs from sweep.sh's SPIN_DEFAULT"
     fi
-    P=(python3 bench/peers.py --batch 8 --seqlen 2048 --heads 16 --head-dim 128 --iters 4 --warmup 1)
+    P=(python3 bench/peers.py --batch 8 --seqlen 2048 --heads 16 --head-dim 128 --iters 4
+        --warmup 1)
     rm -f "$T/p.csv" "$T/p.meta"
-    if run_to "$T/p.out" "${P[@]}" --csv "$T/p.csv" --meta "$T/p.meta"; then ok "peers.py: one point"; else bad "peers.py: one point (exit $?)"; fi
-    expect "peers.py: 4 rows (fa3 and the three SDPA backends)" test "$(($(wc -l <"$T/p.csv") - 1))" -eq 4
+    if run_to "$T/p.out" "${P[@]}" --csv "$T/p.csv" --meta "$T/p.meta"; then
+        ok "peers.py: one point"
+    else
+        bad "peers.py: one point (exit $?)"
+    fi
+    expect "peers.py: 4 rows (fa3 and the three SDPA backends)" \
+        test "$(($(wc -l <"$T/p.csv") - 1))" -eq 4
     expect "peers.py: an fa3 row" has "$T/p.csv" '^fa3,fwd,'
     expect "peers.py --meta: FA3's version" has "$T/p.meta" '^fa3_version=0.0.3$'
-    expect "peers.py --meta: what FA3's build lacks" has "$T/p.meta" '^fa3_lacks=backward, paged KV, local attention, fp16, column-major V$'
-    expect "peers.py --meta: the spin's clock from nvidia-smi" has "$T/p.meta" '^spin_max_sm_clock_mhz=1980 (nvidia-smi'
+    expect "peers.py --meta: what FA3's build lacks" \
+        has "$T/p.meta" '^fa3_lacks=backward, paged KV, local attention, fp16, column-major V$'
+    expect "peers.py --meta: the spin's clock from nvidia-smi" \
+        has "$T/p.meta" '^spin_max_sm_clock_mhz=1980 (nvidia-smi'
     run_to "$T/p0.out" "${P[@]}" --spin-us 0 --backends fa3 --tag spin0 --csv "$T/p.csv" || true
-    expect "peers.py --spin-us 0: the launch latency is seen (GPU idle at enqueue)" has "$T/p0.out" 'GPU idle at enqueue in'
+    expect "peers.py --spin-us 0: the launch latency is seen (GPU idle at enqueue)" \
+        has "$T/p0.out" 'GPU idle at enqueue in'
     expect "peers.py --tag: a marked row" has "$T/p.csv" '^fa3@spin0,fwd,'
     run_to "$T/p1.out" env PYTHONPATH="$S/site" "${P[@]}" --backends fa3,flash || true
-    expect "peers.py without FA3: one skip line" has "$T/p1.out" 'fa3 *skipped (every point): flash_attn_interface not installed; fa3-fwd not installed'
+    expect "peers.py without FA3: one skip line" \
+        has "$T/p1.out" \
+            'fa3 *skipped (every point): flash_attn_interface not installed; fa3-fwd not installed'
     expect "peers.py without FA3: SDPA still runs" has "$T/p1.out" 'sdpa_flash .*TFLOP/s'
     run_to "$T/p2.out" env PYTHONPATH= "${P[@]}" && rc=0 || rc=$?
     expect "peers.py without PyTorch: exit 0" rc_is "$rc" 0
-    expect "peers.py without PyTorch: says so" has "$T/p2.out" 'PyTorch not installed: peers (SDPA, FA3) skipped'
+    expect "peers.py without PyTorch: says so" \
+        has "$T/p2.out" 'PyTorch not installed: peers (SDPA, FA3) skipped'
     run_to "$T/p3.out" "${P[@]}" --dtype e4m3 --csv "$T/p3.csv" || true
     expect "peers.py --dtype e4m3: an FA3 fp8 row" has "$T/p3.csv" '^fa3,fwd,.*,e4m3,'
-    expect "peers.py --dtype e4m3: SDPA skipped, saying why" has "$T/p3.out" 'sdpa_flash *skipped: SDPA has no e4m3 path'
-    run_to "$T/p4.out" python3 bench/peers.py --batch 1 --seqlen-q 1 --seqlen-k 8192 --heads 32 --heads-kv 8 \
-        --head-dim 128 --kvcache --backends fa3,cudnn --iters 3 --warmup 1 --csv "$T/p4.csv" || true
-    expect "peers.py --kvcache: a decode row" has "$T/p4.csv" '^fa3_kvcache,fwd,.*,1,1,8192,32,8,128,'
-    expect "peers.py --kvcache: its bandwidth and num_splits" has "$T/p4.out" 'K,V read once: .* TB/s, num_splits 0'
+    expect "peers.py --dtype e4m3: SDPA skipped, saying why" \
+        has "$T/p3.out" 'sdpa_flash *skipped: SDPA has no e4m3 path'
+    run_to "$T/p4.out" python3 bench/peers.py --batch 1 --seqlen-q 1 --seqlen-k 8192 --heads 32 \
+        --heads-kv 8 --head-dim 128 --kvcache --backends fa3,cudnn --iters 3 --warmup 1 \
+        --csv "$T/p4.csv" || true
+    expect "peers.py --kvcache: a decode row" \
+        has "$T/p4.csv" '^fa3_kvcache,fwd,.*,1,1,8192,32,8,128,'
+    expect "peers.py --kvcache: its bandwidth and num_splits" \
+        has "$T/p4.out" 'K,V read once: .* TB/s, num_splits 0'
     run_to "$T/p5.out" "${P[@]}" --direction bwd --backends fa3,flash || true
-    expect "peers.py bwd: fa3-fwd's missing backward said once" has "$T/p5.out" 'fa3 *bwd skipped (every point): this FA3 build has no backward'
-    run_to "$T/p6.out" env PYTHONPATH="$S/site:$S/hopper" "${P[@]}" --direction both --backends fa3 || true
-    expect "peers.py with a hopper/ build returning (out, lse): forward and backward" has "$T/p6.out" 'fa3 *bwd .*TFLOP/s'
+    expect "peers.py bwd: fa3-fwd's missing backward said once" \
+        has "$T/p5.out" 'fa3 *bwd skipped (every point): this FA3 build has no backward'
+    run_to "$T/p6.out" env PYTHONPATH="$S/site:$S/hopper" "${P[@]}" --direction both \
+        --backends fa3 || true
+    expect "peers.py with a hopper/ build returning (out, lse): forward and backward" \
+        has "$T/p6.out" 'fa3 *bwd .*TFLOP/s'
     run_to "$T/p7.out" "${P[@]}" --heads-kv 3 && rc=0 || rc=$?
     expect "peers.py: heads not a multiple of heads_kv is exit 2" rc_is "$rc" 2
 fi
 
 # ---------------------------------------------------------------------------------------
 # sweep.sh: usage errors, the plan, a run with a baseline and another spin.
-for bad_opt in "--part 3/2" "--spin-us x" "--peers foo" "--spin-compare 1,y" "--baseline $T/nowhere:t"; do
+for bad_opt in "--part 3/2" "--spin-us x" "--peers foo" "--spin-compare 1,y" \
+    "--baseline $T/nowhere:t"; do
     # shellcheck disable=SC2086 # the options are split on purpose
     run_to "$T/u.out" bench/sweep.sh --build "$T/build" $bad_opt && rc=0 || rc=$?
     expect "sweep.sh $bad_opt: exit 2" rc_is "$rc" 2
 done
-if run_to "$T/plan.out" bench/sweep.sh --build "$T/build" --dry-run --stages 03_flash2,08_intra_wg_overlap \
-    --baseline "$T/old:old" --max-minutes 5; then ok "sweep.sh --dry-run"; else bad "sweep.sh --dry-run"; fi
+if run_to "$T/plan.out" bench/sweep.sh --build "$T/build" --dry-run \
+    --stages 03_flash2,08_intra_wg_overlap --baseline "$T/old:old" --max-minutes 5; then
+    ok "sweep.sh --dry-run"
+else
+    bad "sweep.sh --dry-run"
+fi
 expect "sweep.sh --dry-run: an estimate" has "$T/plan.out" '^estimated duration on an H200: about'
 expect "sweep.sh --dry-run: a split suggested past --max-minutes" has "$T/plan.out" 'split it into'
-expect "sweep.sh --dry-run: the old build's missing --spin-us said" has "$T/plan.out" '03_flash2@old: its --help has no --spin-us'
+expect "sweep.sh --dry-run: the old build's missing --spin-us said" \
+    has "$T/plan.out" '03_flash2@old: its --help has no --spin-us'
 
 # shellcheck disable=SC2054 # the commas are in the option values
 SW=(bench/sweep.sh --build "$T/build" --stages 03_flash2,08_intra_wg_overlap --seqlens 512,16k
     --head-dims 64,256 --repeats 2 --iters 3 --warmup 1 ${nopeers[@]+"${nopeers[@]}"})
-run_to "$T/s.out" "${SW[@]}" --baseline "$T/old:old" --spin-compare 0 --out "$T/out/s.csv" && rc=0 || rc=$?
+run_to "$T/s.out" "${SW[@]}" --baseline "$T/old:old" --spin-compare 0 --out "$T/out/s.csv" &&
+    rc=0 || rc=$?
 expect "sweep.sh with --baseline and --spin-compare: exit 0" rc_is "$rc" 0
 count() { awk -F, -v s="$2" 'NR > 1 && $1 == s { n++ } END { print n + 0 }' "$1"; }
 for r in 03_flash2 08_intra_wg_overlap 03_flash2@old 08_intra_wg_overlap@old 03_flash2@spin0 \
     08_intra_wg_overlap@spin0 08_intra_wg_overlap@old-spin0; do
-    expect "sweep.sh: 16 rows of $r (8 points x 2 repeats)" test "$(count "$T/out/s.csv" "$r")" -eq 16
+    expect "sweep.sh: 16 rows of $r (8 points x 2 repeats)" \
+        test "$(count "$T/out/s.csv" "$r")" -eq 16
 done
-expect "sweep.sh: no 03_flash2@old-spin0 (the old build has no --spin-us)" test "$(count "$T/out/s.csv" 03_flash2@old-spin0)" -eq 0
+expect "sweep.sh: no 03_flash2@old-spin0 (the old build has no --spin-us)" \
+    test "$(count "$T/out/s.csv" 03_flash2@old-spin0)" -eq 0
 expect "sweep.sh: the old header's rows mapped to the run's columns" \
     test "$(awk -F, '$1 == "03_flash2@old" && $2 != "fwd"' "$T/out/s.csv" | wc -l)" -eq 0
 expect "sweep.sh: every row has the header's field count" \
@@ -145,32 +176,43 @@ expect "sweep.sh: every row has the header's field count" \
 expect "sweep.sh .meta: spin_us" has "$T/out/s.meta" '^spin_us=200$'
 expect "sweep.sh .meta: the baseline's commit" has "$T/out/s.meta" '^baseline_commit=old: old1111$'
 expect "sweep.sh .meta: where the time went" has "$T/out/s.meta" '^time_stage_programs_s='
-expect "sweep.sh .meta: the old build timed without the spin, noted" has "$T/out/s.meta" '^note=03_flash2@old: its --help has no --spin-us'
+expect "sweep.sh .meta: the old build timed without the spin, noted" \
+    has "$T/out/s.meta" '^note=03_flash2@old: its --help has no --spin-us'
 if ((has_python)); then
     for r in fa3 sdpa_flash sdpa_cudnn sdpa_efficient fa3@spin0; do
         expect "sweep.sh: 16 rows of $r" test "$(count "$T/out/s.csv" "$r")" -eq 16
     done
-    expect "sweep.sh .meta: FA3's build switches" has "$T/out/s.meta" '^fa3_build_switches_on=FLASHATTENTION_DISABLE_BACKWARD'
+    expect "sweep.sh .meta: FA3's build switches" \
+        has "$T/out/s.meta" '^fa3_build_switches_on=FLASHATTENTION_DISABLE_BACKWARD'
 fi
 
 # --part and join_sweeps.sh.
 for k in 1 2; do
     run_to "$T/part$k.out" "${SW[@]}" --part "$k/2" --out "$T/out/part$k.csv" || true
 done
-run_to "$T/j.out" bench/join_sweeps.sh "$T/out/joined.csv" "$T/out/part1.csv" "$T/out/part2.csv" && rc=0 || rc=$?
+run_to "$T/j.out" bench/join_sweeps.sh "$T/out/joined.csv" "$T/out/part1.csv" "$T/out/part2.csv" &&
+    rc=0 || rc=$?
 expect "join_sweeps.sh: exit 0" rc_is "$rc" 0
 expect "join_sweeps.sh: every row of both parts" test "$(($(wc -l <"$T/out/joined.csv") - 1))" -eq \
     "$(($(wc -l <"$T/out/part1.csv") + $(wc -l <"$T/out/part2.csv") - 2))"
-expect "join_sweeps.sh: 2 rows per runner and point" has "$T/out/joined.meta" '^rows_per_runner_and_point=2$'
-expect "join_sweeps.sh: the parts in the .meta" has "$T/out/joined.meta" '^part2_command=bench/sweep.sh'
+expect "join_sweeps.sh: 2 rows per runner and point" \
+    has "$T/out/joined.meta" '^rows_per_runner_and_point=2$'
+expect "join_sweeps.sh: the parts in the .meta" \
+    has "$T/out/joined.meta" '^part2_command=bench/sweep.sh'
 expect "join_sweeps.sh: direction kept for the tables" has "$T/out/joined.meta" '^direction=fwd$'
-run_to "$T/j2.out" bench/join_sweeps.sh "$T/out/j2.csv" "$T/out/part1.csv" "$T/out/s.csv" && rc=0 || rc=$?
+run_to "$T/j2.out" bench/join_sweeps.sh "$T/out/j2.csv" "$T/out/part1.csv" "$T/out/s.csv" &&
+    rc=0 || rc=$?
 expect "join_sweeps.sh: parts of different sweeps refused (exit 1)" rc_is "$rc" 1
 
 # gen_doc_tables.sh: the spin table from a sweep with --spin-compare.
 printf 'x\n<!-- gen:spin-table %s -->\n<!-- gen:end -->\n' "$T/out/s.csv" >"$T/D.md"
-if run_to "$T/d.out" scripts/gen_doc_tables.sh "$T/D.md"; then ok "gen_doc_tables.sh spin-table"; else bad "gen_doc_tables.sh spin-table"; fi
-expect "gen_doc_tables.sh spin-table: the run's spin and 0 us" has "$T/D.md" '| 0 µs | 200 µs (the run'"'"'s) |'
+if run_to "$T/d.out" scripts/gen_doc_tables.sh "$T/D.md"; then
+    ok "gen_doc_tables.sh spin-table"
+else
+    bad "gen_doc_tables.sh spin-table"
+fi
+expect "gen_doc_tables.sh spin-table: the run's spin and 0 us" \
+    has "$T/D.md" '| 0 µs | 200 µs (the run'"'"'s) |'
 expect "gen_doc_tables.sh --check: up to date" scripts/gen_doc_tables.sh --check "$T/D.md"
 
 # compare.sh
@@ -186,20 +228,28 @@ expect "bounds.sh: no marked rows by default" hasnt "$T/b.out" '@'
 run_to "$T/bt.out" bench/bounds.sh "$T/out/s.csv" --tagged || true
 expect "bounds.sh --tagged: the marked rows" has "$T/bt.out" '08_intra_wg_overlap@old-spin0'
 aligned() {  # the TFLOP/s column ends at the same place in the header and every row
-    awk '/^dir / { e = index($0, "TFLOP/s") + 6; next } e && /^(fwd|bwd) / { if (substr($0, e, 1) !~ /[0-9]/) bad = 1 } END { exit bad }' "$1"
+    awk '/^dir / { e = index($0, "TFLOP/s") + 6; next }
+        e && /^(fwd|bwd) / { if (substr($0, e, 1) !~ /[0-9]/) bad = 1 }
+        END { exit bad }' "$1"
 }
 expect "bounds.sh --tagged: columns aligned with 29-character names" aligned "$T/bt.out"
 
 # gen_readme_results.sh on a README of its own.
 printf '# x\n<!-- results:begin -->\n<!-- results:end -->\n' >"$T/R.md"
-if run_to "$T/g.out" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md"; then ok "gen_readme_results.sh"; else bad "gen_readme_results.sh"; fi
+if run_to "$T/g.out" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md"; then
+    ok "gen_readme_results.sh"
+else
+    bad "gen_readme_results.sh"
+fi
 expect "gen_readme_results.sh: no marked rows by default" hasnt "$T/R.md" '@old'
-expect "gen_readme_results.sh --check: up to date" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md" --check
+expect "gen_readme_results.sh --check: up to date" \
+    scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md" --check
 if ((has_python)); then
     expect "gen_readme_results.sh: an FA3 column" has "$T/R.md" '| FA3 |'
     expect "gen_readme_results.sh: the fastest stage over FA3" has "$T/R.md" 'fastest stage ÷ FA3 |'
     # shellcheck disable=SC2016 # Markdown's backticks
-    expect "gen_readme_results.sh: each stage over FA3" has "$T/R.md" '`08_intra_wg_overlap` ÷ FA3 |'
+    expect "gen_readme_results.sh: each stage over FA3" \
+        has "$T/R.md" '`08_intra_wg_overlap` ÷ FA3 |'
     expect "gen_readme_results.sh: the spin stated" has "$T/R.md" 'kept busy for 200 µs'
 fi
 sed -i 's/^| 64 | no | 512 | [0-9]*/| 64 | no | 512 | 1/' "$T/R.md"
@@ -210,7 +260,8 @@ expect "gen_readme_results.sh --check: a changed cell is exit 1" rc_is "$rc" 1
 : >"$T/empty.csv"
 head -n 1 "$T/out/s.csv" >"$T/header.csv"
 echo "not, a, sweep" >"$T/junk.csv"
-for case in "empty.csv 2 is empty" "header.csv 1 has a header and no rows" "junk.csv 2 is not a sweep CSV"; do
+for case in "empty.csv 2 is empty" "header.csv 1 has a header and no rows" \
+    "junk.csv 2 is not a sweep CSV"; do
     read -r f want text <<<"$case"
     run_to "$T/pl.out" bench/plot.sh "$T/$f" "$T/figs" && rc=0 || rc=$?
     expect "plot.sh $f: exit $want" rc_is "$rc" "$want"
@@ -218,14 +269,27 @@ for case in "empty.csv 2 is empty" "header.csv 1 has a header and no rows" "junk
 done
 if command -v gnuplot >/dev/null 2>&1; then
     sums_before=$(cat plots/fa3_*.svg plots/fa3_*.png | cksum)
-    if run_to "$T/pl2.out" bench/plot.sh "$T/out/s.csv" "$T/figs"; then ok "plot.sh"; else bad "plot.sh"; fi
+    if run_to "$T/pl2.out" bench/plot.sh "$T/out/s.csv" "$T/figs"; then
+        ok "plot.sh"
+    else
+        bad "plot.sh"
+    fi
     expect "plot.sh: figures named after the CSV" test -s "$T/figs/s_fwd_hd64_causal.png"
-    expect "plot.sh: the README's figures untouched" test "$(cat plots/fa3_*.svg plots/fa3_*.png | cksum)" == "$sums_before"
-    if run_to "$T/pl3.out" bench/plot.sh "$T/out/s.csv" --out "$T/figs/tagged" --tagged; then ok "plot.sh --tagged --out"; else bad "plot.sh --tagged --out"; fi
+    expect "plot.sh: the README's figures untouched" \
+        test "$(cat plots/fa3_*.svg plots/fa3_*.png | cksum)" == "$sums_before"
+    if run_to "$T/pl3.out" bench/plot.sh "$T/out/s.csv" --out "$T/figs/tagged" --tagged; then
+        ok "plot.sh --tagged --out"
+    else
+        bad "plot.sh --tagged --out"
+    fi
     expect "plot.sh --out: the prefix" test -s "$T/figs/tagged_fwd_hd256_noncausal.svg"
-    run_to "$T/pl4.out" bench/plot.sh plots/data/ablation_08_2026-12-01_nvidia-h200.csv "$T/figs" || true
-    expect "plot.sh on the ablation: one bar per variant" has "$T/figs/ablation_08_2026-12-01_nvidia-h200_fwd_hd128_noncausal.svg" 'no-pingpong'
-    expect "plot.sh on the ablation: 3 repeats each, not 12" has "$T/figs/ablation_08_2026-12-01_nvidia-h200_fwd_hd128_noncausal.svg" 'median of 3 repeats'
+    run_to "$T/pl4.out" bench/plot.sh plots/data/ablation_08_2026-12-01_nvidia-h200.csv \
+        "$T/figs" || true
+    expect "plot.sh on the ablation: one bar per variant" \
+        has "$T/figs/ablation_08_2026-12-01_nvidia-h200_fwd_hd128_noncausal.svg" 'no-pingpong'
+    expect "plot.sh on the ablation: 3 repeats each, not 12" \
+        has "$T/figs/ablation_08_2026-12-01_nvidia-h200_fwd_hd128_noncausal.svg" \
+            'median of 3 repeats'
 else
     echo "selftest: gnuplot not found: the figures' part is skipped"
 fi

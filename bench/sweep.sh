@@ -203,7 +203,8 @@ spins=("$spin")
 if [[ -n $spin_compare ]]; then
     IFS=, read -r -a extra_spins <<<"$spin_compare"
     for s in "${extra_spins[@]}"; do
-        is_spin "$s" || die "--spin-compare: '$s' is not a whole number of microseconds (0 to 100000)"
+        is_spin "$s" ||
+            die "--spin-compare: '$s' is not a whole number of microseconds (0 to 100000)"
         s=$((10#$s))
         dup=0
         for t in "${spins[@]}"; do ((t == s)) && dup=1; done
@@ -230,7 +231,8 @@ else
         peer_seen[$p]=1
         peer_list+=("$p")
     done
-    ((${#peer_list[@]})) || die "--peers needs at least one of fa3, flash, cudnn, efficient (or none)"
+    ((${#peer_list[@]})) ||
+        die "--peers needs at least one of fa3, flash, cudnn, efficient (or none)"
 fi
 
 # --part K/N
@@ -308,7 +310,8 @@ for spec in ${baselines[@]+"${baselines[@]}"}; do
     bdir=$spec btag=base
     if [[ $spec == *:* ]]; then bdir=${spec%:*} btag=${spec##*:}; fi
     ((nb == 1)) || [[ $spec == *:* ]] || btag=base$nb
-    [[ $btag =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || die "--baseline $spec: the tag '$btag' must be letters, digits, '.', '_', '-'"
+    [[ $btag =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] ||
+        die "--baseline $spec: the tag '$btag' must be letters, digits, '.', '_', '-'"
     [[ -z ${tag_seen[$btag]:-} ]] || die "--baseline: the tag '$btag' is given twice"
     tag_seen[$btag]=1
     [[ -d $bdir/bin ]] || ((dry_run)) || die "--baseline $spec: no directory $bdir/bin"
@@ -353,8 +356,14 @@ bwd_more=""
 [[ $direction == fwd ]] || bwd_more=", for the forward; its backward adds about 2.8 times that"
 slow_reason() {
     case $1 in
-        01_naive) echo "S (fp32) and P of every (batch, head) live in device memory, 13-52 GB at 16k, and its causal calls cost as much as the full ones: about 2.5 more minutes over 3 repeats, estimated${bwd_more}" ;;
-        02_flash1) echo "one thread block per (batch, head): 8-64 blocks for 132 SMs at 8k-16k, up to about 2 s a call: about 5 more minutes over 3 repeats, estimated from its measured 4k rate${bwd_more}" ;;
+        01_naive)
+            echo "S (fp32) and P of every (batch, head) live in device memory, 13-52 GB at 16k," \
+                "and its causal calls cost as much as the full ones:" \
+                "about 2.5 more minutes over 3 repeats, estimated${bwd_more}" ;;
+        02_flash1)
+            echo "one thread block per (batch, head): 8-64 blocks for 132 SMs at 8k-16k," \
+                "up to about 2 s a call: about 5 more minutes over 3 repeats," \
+                "estimated from its measured 4k rate${bwd_more}" ;;
         *) echo "" ;;
     esac
 }
@@ -380,7 +389,8 @@ points=()
 for ((j = 0; j < ${#all_points_list[@]}; ++j)); do
     ((j % part_n == part_k - 1)) && points+=("${all_points_list[j]}")
 done
-((${#points[@]})) || die "--part $part: no point falls in this part (${#all_points_list[@]} points in all)"
+((${#points[@]})) ||
+    die "--part $part: no point falls in this part (${#all_points_list[@]} points in all)"
 total=$((${#points[@]} * repeats))
 max_seqlen=0
 for p in "${points[@]}"; do
@@ -440,9 +450,13 @@ if [[ -z $part ]] && ((est_ms > max_minutes * 60000)); then
     fixed_ms=0  # what each run pays whatever its points: the peers' start, the reference rows
     ((peers)) && fixed_ms=$((repeats * c_ref + c_start))
     n_parts=1
-    while (((whole_ms - fixed_ms) / n_parts + fixed_ms > max_minutes * 60000)); do n_parts=$((n_parts + 1)); done
+    while (((whole_ms - fixed_ms) / n_parts + fixed_ms > max_minutes * 60000)); do
+        n_parts=$((n_parts + 1))
+    done
     fmt_time part_text $((((whole_ms - fixed_ms) / n_parts + fixed_ms + 500) / 1000))
-    split_hint="more than $max_minutes minutes: split it into $n_parts runs of about $part_text each: the same command with --part 1/$n_parts, ..., --part $n_parts/$n_parts, then bench/join_sweeps.sh OUT.csv PART1.csv ..."
+    split_hint="more than $max_minutes minutes: split it into $n_parts runs of about $part_text"
+    split_hint+=" each: the same command with --part 1/$n_parts, ..., --part $n_parts/$n_parts,"
+    split_hint+=" then bench/join_sweeps.sh OUT.csv PART1.csv ..."
 fi
 
 case $direction in
@@ -451,7 +465,10 @@ case $direction in
     both) what="FA3 forward and backward sweep" ;;
 esac
 part_text=""
-[[ -z $part ]] || part_text=" (part $part_k of $part_n: points $part_k, $((part_k + part_n)), ... of ${#all_points_list[@]})"
+if [[ -n $part ]]; then
+    part_text=" (part $part_k of $part_n: points $part_k, $((part_k + part_n)), ..."
+    part_text+=" of ${#all_points_list[@]})"
+fi
 runner_names=""
 for key in ${run_keys[@]+"${run_keys[@]}"}; do runner_names+="${runner_names:+ }$key"; done
 peer_text="none"
@@ -512,7 +529,8 @@ exec {logfd}>>"$log"
 # The header (FX_CSV_HEADER in common/), so that the stages and the peers append to one.
 header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | sed -n 1p || true)
 [[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c"
-header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' | tr -d '"\n')
+header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' |
+    tr -d '"\n')
 [[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from $header_file"
 echo "$header" >"$csv_run"
 
@@ -530,9 +548,11 @@ commit=${commit:-unknown}
     echo "started_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "host=$(uname -n)"
     echo "commit_tree=$commit"
-    echo "points=seqlen ${seqlen_list[*]}; head_dim ${hd_list[*]}; causal ${causals[*]}; $dtype; batch*seqlen 16384; heads 2048/head_dim"
+    echo "points=seqlen ${seqlen_list[*]}; head_dim ${hd_list[*]}; causal ${causals[*]};" \
+        "$dtype; batch*seqlen 16384; heads 2048/head_dim"
     if [[ -n $part ]]; then
-        echo "part=$part_k/$part_n: points $part_k, $((part_k + part_n)), ... of the ${#all_points_list[@]} (head_dim, causal, seqlen order), ${#points[@]} here"
+        echo "part=$part_k/$part_n: points $part_k, $((part_k + part_n)), ... of the" \
+            "${#all_points_list[@]} (head_dim, causal, seqlen order), ${#points[@]} here"
     fi
     echo "repeats=$repeats"
     echo "iters=$iters"
@@ -541,10 +561,15 @@ commit=${commit:-unknown}
     ((${#spins[@]} == 1)) || echo "spin_compare=${spins[*]:1} (rows marked @spin<N>)"
     echo "stages=${stage_ids[*]:-}"
     for spec in ${baselines[@]+"${baselines[@]}"}; do echo "baseline=$spec"; done
-    if ((peers)); then echo "runners=$runner_names${runner_names:+ }peers($peer_text)"; else echo "runners=$runner_names"; fi
+    if ((peers)); then
+        echo "runners=$runner_names${runner_names:+ }peers($peer_text)"
+    else
+        echo "runners=$runner_names"
+    fi
     echo "estimate_s=$(((est_ms + 500) / 1000))"
     if command -v nvidia-smi >/dev/null 2>&1; then
-        smi=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode \
+        smi=$(nvidia-smi \
+            --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,persistence_mode \
             --format=csv,noheader 2>&1 || true)
         # The first four GPUs (a printf of a variable: no reader that exits early)
         echo "nvidia_smi=$(printf '%s\n' "$smi" | sed -n '1,4p' | paste -sd';' -)"
@@ -630,7 +655,8 @@ ask_peers() {
     fi
     while true; do
         if ! IFS= read -r -t "$PEERS_TIMEOUT" line <&"$from_peers"; then
-            echo "  peers: no answer (process gone or over ${PEERS_TIMEOUT} s): peers stop here (see $log)"
+            echo "  peers: no answer (process gone or over ${PEERS_TIMEOUT} s):" \
+                "peers stop here (see $log)"
             peers_on=0 peers_failed=1
             return 0
         fi
@@ -651,14 +677,20 @@ ask_peers() {
                 done
                 peer_cells+=" $cell"
                 if [[ $line == *"(spin too short)"* ]]; then
-                    note_once "${peer_point:+$peer_point: }${w[0]}: the GPU went idle before the host had enqueued the call (${line##*enqueue in }): raise --spin-us"
+                    local idle_note="${peer_point:+$peer_point: }${w[0]}: the GPU went idle"
+                    idle_note+=" before the host had enqueued the call (${line##*enqueue in }):"
+                    idle_note+=" raise --spin-us"
+                    note_once "$idle_note"
                 fi
                 ;;
             *"TB/s"*)
                 read -r -a w <<<"$line"
                 local j
                 for ((j = 2; j < ${#w[@]}; ++j)); do
-                    if [[ ${w[j]} == TB/s ]]; then peer_cells+=" ${w[0]} ${w[j - 1]} TB/s"; break; fi
+                    if [[ ${w[j]} == TB/s ]]; then
+                        peer_cells+=" ${w[0]} ${w[j - 1]} TB/s"
+                        break
+                    fi
                 done
                 ;;
         esac
@@ -739,14 +771,19 @@ run_stage() {  # run_stage KEY SPIN POINT ARGS...
     account stage "$t0"
     local -a out_lines=()
     mapfile -t out_lines <"$stage_out"
-    printf '%s\n' "=== stage $key $* ${flags[*]} (exit $rc)" ${out_lines[@]+"${out_lines[@]}"} >&"$logfd"
+    printf '%s\n' "=== stage $key $* ${flags[*]} (exit $rc)" \
+        ${out_lines[@]+"${out_lines[@]}"} >&"$logfd"
     case $rc in
         0)
             append_rows "$mark"
             # "02_flash1 9.8", at bwd "02_flash1 bwd 8.6", at both "02_flash1 9.8 bwd 8.6"
             for line in ${out_lines[@]+"${out_lines[@]}"}; do
                 if [[ $line =~ time\ (fwd|bwd):.*[[:space:]]([0-9.]+)\ TFLOP/s ]]; then
-                    if [[ ${BASH_REMATCH[1]} == fwd ]]; then f=${BASH_REMATCH[2]}; else b=${BASH_REMATCH[2]}; fi
+                    if [[ ${BASH_REMATCH[1]} == fwd ]]; then
+                        f=${BASH_REMATCH[2]}
+                    else
+                        b=${BASH_REMATCH[2]}
+                    fi
                 fi
             done
             stage_cell="${runner_id[$key]}${mark:+@$mark}"
@@ -800,14 +837,19 @@ finish() {
     trap - INT TERM
     if ((interrupted)); then stop_peers kill; else stop_peers; fi
     el=$((SECONDS - t0))
-    ((interrupted)) && echo "note=interrupted after $el s at point $i of $total: the CSV holds the rows measured until then" >>"$meta_run"
+    ((interrupted)) &&
+        echo "note=interrupted after $el s at point $i of $total:" \
+            "the CSV holds the rows measured until then" >>"$meta_run"
     now_us t_end
     local all_us=$((t_end - t0_us)) st=${spent_us[stage]:-0} pe=${spent_us[peers]:-0}
     {
         echo "finished_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
         echo "elapsed_s=$el"
-        echo "time_stage_programs_s=$(seconds_of "$st") (${spent_n[stage]:-0} runs, $(seconds_of $((st / ${spent_n[stage]:-1}))) s each)"
-        echo "time_peers_s=$(seconds_of "$pe") (${spent_n[peers]:-0} requests, $(seconds_of $((pe / ${spent_n[peers]:-1}))) s each; their start: $(seconds_of "${spent_us[peers_start]:-0}") s)"
+        echo "time_stage_programs_s=$(seconds_of "$st") (${spent_n[stage]:-0} runs," \
+            "$(seconds_of $((st / ${spent_n[stage]:-1}))) s each)"
+        echo "time_peers_s=$(seconds_of "$pe") (${spent_n[peers]:-0} requests," \
+            "$(seconds_of $((pe / ${spent_n[peers]:-1}))) s each;" \
+            "their start: $(seconds_of "${spent_us[peers_start]:-0}") s)"
         echo "time_sweep_itself_s=$(seconds_of $((all_us - st - pe - ${spent_us[peers_start]:-0})))"
     } >>"$meta_run"
     exec {logfd}>&-
@@ -822,14 +864,18 @@ finish() {
     else
         # Rows whose field count differs from the header.
         bad=$(awk -F, 'NR == 1 { n = NF; next } NF != n { c++ } END { print c + 0 }' "$csv_run")
-        ((bad == 0)) || echo "WARNING: $bad rows do not have the header's columns: rebuild ($build) and run again"
+        ((bad == 0)) ||
+            echo "WARNING: $bad rows do not have the header's columns:" \
+                "rebuild ($build) and run again"
         # The commit this build's stage rows recorded (configure time) fills the peers'
         # "unknown"; marked rows (a baseline's) keep theirs.
         built=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-                         $c["check"] != "peer" && $c["stage"] !~ /@/ && !($c["commit"] in s) { s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
+                         $c["check"] != "peer" && $c["stage"] !~ /@/ && !($c["commit"] in s) {
+                             s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
                          END { print l }' "$csv_run")
         if [[ -n $built && $built != *" "* && $commit == unknown ]]; then
-            awk -F, -v OFS=, -v cm="$built" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; print; next }
+            awk -F, -v OFS=, -v cm="$built" '
+                 NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; print; next }
                  $c["check"] == "peer" { $c["commit"] = cm } { print }' "$csv_run" >"$csv_run.tmp"
             mv "$csv_run.tmp" "$csv_run"
             commit=$built
@@ -841,13 +887,16 @@ finish() {
             btag=base
             [[ $spec == *:* ]] && btag=${spec##*:}
             bc=$(awk -F, -v t="@$btag" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-                  substr($c["stage"], length($c["stage"]) - length(t) + 1) == t && !($c["commit"] in s) { s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
+                  substr($c["stage"], length($c["stage"]) - length(t) + 1) == t &&
+                  !($c["commit"] in s) { s[$c["commit"]]; l = l (l ? " " : "") $c["commit"] }
                   END { print l }' "$csv_run")
             [[ -z $bc ]] || echo "baseline_commit=$btag: $bc" >>"$meta_run"
         done
         if [[ -z $out ]]; then
-            device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next } { print $c; exit }' "$csv_run")
-            slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' | sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
+            device=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "device") c = i; next }
+                { print $c; exit }' "$csv_run")
+            slug=$(printf '%s' "$device" | tr '[:upper:]' '[:lower:]' |
+                sed 's/[^a-z0-9][^a-z0-9]*/-/g; s/^-//; s/-$//')
             psuf=""
             [[ -z $part ]] || psuf=_part${part_k}of${part_n}
             out=plots/data/fa3_${tag}_${run_date}_${slug:-unknown}${psuf}.csv
@@ -859,14 +908,18 @@ finish() {
         local el_text
         fmt_time el_text "$el"
         echo
-        echo "$rows rows: $out (sidecar ${out%.csv}.meta; log $log), $el_text elapsed (estimated $est_text)"
+        echo "$rows rows: $out (sidecar ${out%.csv}.meta; log $log)," \
+            "$el_text elapsed (estimated $est_text)"
         if [[ -n $part ]]; then
-            echo "next: the other parts, then bench/join_sweeps.sh JOINED.csv PART1.csv ... PART$part_n.csv"
+            echo "next: the other parts," \
+                "then bench/join_sweeps.sh JOINED.csv PART1.csv ... PART$part_n.csv"
         else
-            echo "next: bench/bounds.sh $out; bench/plot.sh $out; scripts/gen_readme_results.sh $out"
+            echo "next: bench/bounds.sh $out; bench/plot.sh $out;" \
+                "scripts/gen_readme_results.sh $out"
             ((${#base_keys[@]} == 0)) || echo "      bench/compare.sh $out TAG (the baseline's tag)"
         fi
-        ((${#spins[@]} == 1)) || echo "      bench/compare.sh $out spin<N> (what each other spin changes)"
+        ((${#spins[@]} == 1)) ||
+            echo "      bench/compare.sh $out spin<N> (what each other spin changes)"
     fi
 
     if ((peers_failed)); then failed=1; fi
@@ -892,13 +945,17 @@ for key in ${no_bwd_keys[@]+"${no_bwd_keys[@]}"}; do
     fi
 done
 for key in ${no_spin_keys[@]+"${no_spin_keys[@]}"}; do
-    note_once "$key: its --help has no --spin-us (built before it): timed without the spin, launch latency may be inside its interval${spin_compare:+; not run at the other spins}"
+    nospin_note="$key: its --help has no --spin-us (built before it): timed without the spin,"
+    nospin_note+=" launch latency may be inside its interval"
+    nospin_note+="${spin_compare:+; not run at the other spins}"
+    note_once "$nospin_note"
 done
 for n in ${base_notes[@]+"${base_notes[@]}"}; do note_once "$n"; done
 declare -A slow_said=()
 for key in ${run_keys[@]+"${run_keys[@]}"}; do
     id=${runner_id[$key]}
-    if ((!all_points)) && [[ -n ${is_slow_id[$id]:-} && -z ${slow_said[$id]:-} ]] && ((max_seqlen >= slow_from)); then
+    if ((!all_points)) && [[ -n ${is_slow_id[$id]:-} && -z ${slow_said[$id]:-} ]] &&
+        ((max_seqlen >= slow_from)); then
         slow_said[$id]=1
         note_once "$id not run at seqlen >= $slow_from ($(slow_reason "$id"); --all-points runs it)"
     fi
@@ -975,7 +1032,8 @@ for ((r = 1; r <= repeats; ++r)); do
             fi
         fi
         fmt_time el_text $((SECONDS - t0))
-        echo "[point $i/$total, $el_text] repeat $r/$repeats, hd $d $cname seqlen $s (batch $b, heads $h):${cells:- nothing measured}"
+        echo "[point $i/$total, $el_text] repeat $r/$repeats, hd $d $cname seqlen $s" \
+            "(batch $b, heads $h):${cells:- nothing measured}"
     done
     if ((r == 1 && repeats > 1)); then
         el=$((SECONDS - t0))

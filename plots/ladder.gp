@@ -25,30 +25,37 @@ if (!exists("out")) { out = (ARGC >= 2) ? ARG2 : "plots/ladder" }
 # last row; the second keeps the rows of that problem on that device, so a file that
 # holds runs of several problems draws the last one.
 cols = 'FNR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next } ' . \
-  'function key() { return $c["device"] "," $c["batch"] "," $c["seqlen_q"] "," $c["seqlen_k"] "," ' . \
-  '$c["heads_q"] "," $c["heads_kv"] "," $c["head_dim"] "," $c["dtype"] "," $c["causal"] } ' . \
+  'function key() { return $c["device"] "," $c["batch"] "," $c["seqlen_q"] "," ' . \
+  '$c["seqlen_k"] "," $c["heads_q"] "," $c["heads_kv"] "," $c["head_dim"] "," ' . \
+  '$c["dtype"] "," $c["causal"] } ' . \
   'NR == FNR { last = key(); next } key() != last { next } '
 # One line per stage, in the order of first appearance: stage fwd bwd ("?" = none).
 table = cols . \
-  '{ s = $c["stage"]; if (!(s in seen)) { seen[s] = 1; order[++n] = s } v[s, $c["direction"]] = $c["tflops"] } ' . \
+  '{ s = $c["stage"]; if (!(s in seen)) { seen[s] = 1; order[++n] = s } ' . \
+  'v[s, $c["direction"]] = $c["tflops"] } ' . \
   'END { for (i = 1; i <= n; ++i) { s = order[i]; ' . \
-  'printf "%s %s %s\n", s, ((s, "fwd") in v) ? v[s, "fwd"] : "?", ((s, "bwd") in v) ? v[s, "bwd"] : "?" } }'
+  'printf "%s %s %s\n", s, ((s, "fwd") in v) ? v[s, "fwd"] : "?", ' . \
+  '((s, "bwd") in v) ? v[s, "bwd"] : "?" } }'
 # The title: device, SMs, SM clock range, date, problem.
 title = cols . \
   '{ dev = $c["device"]; sms = $c["sm_count"]; mhz = $c["sm_clock_mhz"] + 0; ' . \
-  'if (lo == "" || mhz < lo) lo = mhz; if (mhz > hi) hi = mhz; date = substr($c["date"], 1, 10); ' . \
+  'if (lo == "" || mhz < lo) lo = mhz; if (mhz > hi) hi = mhz; ' . \
+  'date = substr($c["date"], 1, 10); ' . \
   'p = sprintf("batch %s, seqlen %s", $c["batch"], $c["seqlen_q"]); ' . \
   'if ($c["seqlen_k"] != $c["seqlen_q"]) p = p sprintf(" (keys %s)", $c["seqlen_k"]); ' . \
   'p = p sprintf(", heads %s", $c["heads_q"]); ' . \
   'if ($c["heads_kv"] != $c["heads_q"]) p = p sprintf(" (kv %s)", $c["heads_kv"]); ' . \
-  'p = p sprintf(", head_dim %s, %s%s", $c["head_dim"], $c["dtype"], $c["causal"] == 1 ? ", causal" : "") } ' . \
-  'END { clk = hi == 0 ? "SM clock not read" : (lo == hi ? sprintf("SM %d MHz", hi) : sprintf("SM %d-%d MHz", lo, hi)); ' . \
+  'p = p sprintf(", head_dim %s, %s%s", $c["head_dim"], $c["dtype"], ' . \
+  '$c["causal"] == 1 ? ", causal" : "") } ' . \
+  'END { clk = hi == 0 ? "SM clock not read" : ' . \
+  '(lo == hi ? sprintf("SM %d MHz", hi) : sprintf("SM %d-%d MHz", lo, hi)); ' . \
   'printf "Stage ladder on %s (%s SMs, %s), %s\n%s", dev, sms, clk, date, p }'
 # Dense bf16 tensor-core peak in TFLOP/s at the highest clock recorded: SMs × FLOP per SM
 # per clock (4096 on Hopper, 2048 on A100, as bench/bounds.sh and fa3_sweep.gp count them)
 # × clock; 0 on other GPUs.
 peak = cols . \
-  '{ dev = $c["device"]; sms = $c["sm_count"]; if ($c["sm_clock_mhz"] + 0 > mhz) mhz = $c["sm_clock_mhz"] + 0 } ' . \
+  '{ dev = $c["device"]; sms = $c["sm_count"]; ' . \
+  'if ($c["sm_clock_mhz"] + 0 > mhz) mhz = $c["sm_clock_mhz"] + 0 } ' . \
   'END { f = dev ~ /H100|H200|H800|GH200/ ? 4096 : dev ~ /A100|A800|A30/ ? 2048 : 0; ' . \
   'printf "%.1f", sms * f * mhz * 1e6 / 1e12 }'
 has_bwd_prog = cols . '$c["direction"] == "bwd" { n++ } END { print n + 0 }'
@@ -87,8 +94,10 @@ if (bound > ymax) { ymax = bound }
 set yrange [ymin / 3.0 : ymax * 3.0]
 
 if (bound > 0) {
-    set arrow 1 from graph 0, first bound to graph 1, first bound nohead dt 2 lw 1.5 lc rgb "#444444" front
-    set label 1 sprintf("dense bf16 tensor-core peak at the run's highest SM clock: %.0f TFLOP/s", bound) \
+    set arrow 1 from graph 0, first bound to graph 1, first bound \
+        nohead dt 2 lw 1.5 lc rgb "#444444" front
+    set label 1 \
+        sprintf("dense bf16 tensor-core peak at the run's highest SM clock: %.0f TFLOP/s", bound) \
         at graph 0.99, first bound * 1.3 right front
 }
 

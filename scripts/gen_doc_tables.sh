@@ -63,7 +63,8 @@ stage_rows() {
     [[ $others == - ]] && others=""
     local col
     # shellcheck disable=SC2016 # the backticks are Markdown's
-    col=$(printf '| file, row `%s` | commit | date (UTC) | problem | ms (min – max) | TFLOP/s | check |' "$stage")
+    col=$(printf '| file, row `%s` |' "$stage")
+    col+=' commit | date (UTC) | problem | ms (min – max) | TFLOP/s | check |'
     local o
     local -a other_list=()
     [[ -z $others ]] || IFS=, read -r -a other_list <<<"$others"
@@ -78,18 +79,28 @@ stage_rows() {
     for f in "$@"; do
         awk -F, -v stage="$stage" -v others="$others" -v file="$f" -v where="$where" '
             NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
-            function prob() { return $c["batch"] "," $c["seqlen_q"] "," $c["seqlen_k"] "," $c["heads_q"] "," $c["heads_kv"] "," $c["head_dim"] "," $c["dtype"] "," $c["causal"] }
+            function prob() {
+                return $c["batch"] "," $c["seqlen_q"] "," $c["seqlen_k"] "," $c["heads_q"] "," \
+                       $c["heads_kv"] "," $c["head_dim"] "," $c["dtype"] "," $c["causal"]
+            }
             $c["direction"] == "fwd" { last[$c["stage"]] = $0; lastp[$c["stage"], prob()] = $0 }
             END {
-                if (!(stage in last)) { printf "%s: no fwd row of %s in %s\n", where, stage, file > "/dev/stderr"; exit 3 }
+                if (!(stage in last)) {
+                    printf "%s: no fwd row of %s in %s\n", where, stage, file > "/dev/stderr"
+                    exit 3
+                }
                 n = split(last[stage], r, ",")
-                p = r[c["batch"]] "," r[c["seqlen_q"]] "," r[c["seqlen_k"]] "," r[c["heads_q"]] "," r[c["heads_kv"]] "," r[c["head_dim"]] "," r[c["dtype"]] "," r[c["causal"]]
-                sq = r[c["seqlen_q"]]; sk = r[c["seqlen_k"]]; hq = r[c["heads_q"]]; hk = r[c["heads_kv"]]
+                p = r[c["batch"]] "," r[c["seqlen_q"]] "," r[c["seqlen_k"]] "," \
+                    r[c["heads_q"]] "," r[c["heads_kv"]] "," r[c["head_dim"]] "," \
+                    r[c["dtype"]] "," r[c["causal"]]
+                sq = r[c["seqlen_q"]]; sk = r[c["seqlen_k"]]
+                hq = r[c["heads_q"]]; hk = r[c["heads_kv"]]
                 desc = sprintf("batch %s, %s, %s heads, head_dim %s, %s, %s", r[c["batch"]],
                                sq == sk ? "seqlen " sq : "seqlen_q " sq ", seqlen_k " sk,
                                hq == hk ? hq : hq "/" hk, r[c["head_dim"]], r[c["dtype"]],
                                r[c["causal"]] == 1 ? "causal" : "non-causal")
-                printf "| `%s` | `%s` | %s | %s | %s (%s – %s) | %s | %s |", file, r[c["commit"]], r[c["date"]], desc,
+                printf "| `%s` | `%s` | %s | %s | %s (%s – %s) | %s | %s |",
+                       file, r[c["commit"]], r[c["date"]], desc,
                        r[c["ms"]], r[c["ms_min"]], r[c["ms_max"]], r[c["tflops"]], r[c["check"]]
                 m = others == "" ? 0 : split(others, os, ",")
                 for (k = 1; k <= m; ++k) {
@@ -108,29 +119,44 @@ spin_table() {
     [[ -n $f && -r $f ]] || die "$where: gen:spin-table needs a readable CSV"
     local own
     own=$(sed -n 's/^spin_us=//p' "${f%.csv}.meta" 2>/dev/null | sed -n 1p)
-    [[ $own =~ ^[0-9]+$ ]] || die "$where: ${f%.csv}.meta has no spin_us= line (a sweep from before --spin-us)"
+    [[ $own =~ ^[0-9]+$ ]] ||
+        die "$where: ${f%.csv}.meta has no spin_us= line (a sweep from before --spin-us)"
     awk -F, -v own="$own" -v where="$where" -v file="$f" "$(<bench/awk_median.awk)"'
         function spread(list,    n, v, i, lo, hi) {
             n = split(list, v, " "); lo = hi = v[1] + 0
-            for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
+            for (i = 2; i <= n; ++i) {
+                if (v[i] + 0 < lo) lo = v[i] + 0
+                if (v[i] + 0 > hi) hi = v[i] + 0
+            }
             return hi - lo }
         function num(x) { return x >= 100 ? sprintf("%.0f", x) : sprintf("%.1f", x) }
         NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
         $c["direction"] == "ref" { next }
         {
             s = $c["stage"]; sp = own
-            if (s ~ /@spin[0-9]+$/) { sp = substr(s, index(s, "@spin") + 5) + 0; s = substr(s, 1, index(s, "@spin") - 1) }
-            else if (index(s, "@")) next
+            if (s ~ /@spin[0-9]+$/) {
+                sp = substr(s, index(s, "@spin") + 5) + 0
+                s = substr(s, 1, index(s, "@spin") - 1)
+            } else if (index(s, "@")) next
             if (!(sp in spins)) { spins[sp] = 1; sl[++ns] = sp }
-            k = s SUBSEP $c["direction"] SUBSEP $c["head_dim"] SUBSEP $c["causal"] SUBSEP $c["seqlen_q"]
+            k = s SUBSEP $c["direction"] SUBSEP $c["head_dim"] SUBSEP $c["causal"] \
+                SUBSEP $c["seqlen_q"]
             if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
             v[k, sp] = v[k, sp] " " $c["tflops"]
         }
         END {
-            if (ns < 2) { printf "%s: %s has rows at one spin only (no --spin-compare)\n", where, file > "/dev/stderr"; exit 3 }
-            for (i = 2; i <= ns; ++i) for (j = i; j > 1 && sl[j - 1] + 0 > sl[j] + 0; --j) { t = sl[j]; sl[j] = sl[j - 1]; sl[j - 1] = t }
+            if (ns < 2) {
+                printf "%s: %s has rows at one spin only (no --spin-compare)\n",
+                       where, file > "/dev/stderr"
+                exit 3
+            }
+            for (i = 2; i <= ns; ++i)
+                for (j = i; j > 1 && sl[j - 1] + 0 > sl[j] + 0; --j) {
+                    t = sl[j]; sl[j] = sl[j - 1]; sl[j - 1] = t
+                }
             printf "| runner | direction | head_dim | causal | seqlen |"
-            for (i = 1; i <= ns; ++i) printf " %s µs%s |", sl[i], sl[i] == own ? " (the run'"'"'s)" : ""
+            for (i = 1; i <= ns; ++i)
+                printf " %s µs%s |", sl[i], sl[i] == own ? " (the run'"'"'s)" : ""
             for (i = 1; i <= ns; ++i) if (sl[i] != own) printf " %s ÷ %s µs |", sl[i], own
             printf "\n|---|---|---|---|---|"
             for (i = 1; i <= ns; ++i) printf "---|"
@@ -138,16 +164,21 @@ spin_table() {
             printf "\n"
             for (n = 1; n <= nk; ++n) {
                 split(keys[n], kk, SUBSEP)
-                printf "| `%s` | %s | %s | %s | %s |", kk[1], kk[2], kk[3], kk[4] ? "yes" : "no", kk[5]
+                printf "| `%s` | %s | %s | %s | %s |",
+                       kk[1], kk[2], kk[3], kk[4] ? "yes" : "no", kk[5]
                 for (i = 1; i <= ns; ++i) {
                     if (!((keys[n], sl[i]) in v)) { printf " — |"; continue }
-                    printf " %s (%s) |", num(median(v[keys[n], sl[i]])), num(spread(v[keys[n], sl[i]]))
+                    printf " %s (%s) |",
+                           num(median(v[keys[n], sl[i]])), num(spread(v[keys[n], sl[i]]))
                 }
                 for (i = 1; i <= ns; ++i) {
                     if (sl[i] == own) continue
-                    if (!((keys[n], sl[i]) in v) || !((keys[n], own) in v)) { printf " — |"; continue }
+                    if (!((keys[n], sl[i]) in v) || !((keys[n], own) in v)) {
+                        printf " — |"; continue
+                    }
                     a = median(v[keys[n], sl[i]]); b = median(v[keys[n], own])
-                    sa = spread(v[keys[n], sl[i]]); sb = spread(v[keys[n], own]); lim = sa > sb ? sa : sb
+                    sa = spread(v[keys[n], sl[i]]); sb = spread(v[keys[n], own])
+                    lim = sa > sb ? sa : sb
                     printf " %.3f%s |", a / b, (a - b <= lim && b - a <= lim) ? " (within)" : ""
                 }
                 printf "\n"
@@ -175,7 +206,8 @@ for file in "${files[@]}"; do
                 kind=${BASH_REMATCH[1]}
                 read -r -a margs <<<"${BASH_REMATCH[2]}"
                 opened=$lineno inside=1
-                printf '<!-- generated by scripts/gen_doc_tables.sh %s from the marker above: edit the CSVs or the marker, not this table -->\n' "$file"
+                printf '<!-- generated by scripts/gen_doc_tables.sh %s' "$file"
+                printf ' from the marker above: edit the CSVs or the marker, not this table -->\n'
                 case $kind in
                     stage-rows) stage_rows "$file:$lineno" "${margs[@]}" ;;
                     spin-table) spin_table "$file:$lineno" "${margs[@]}" ;;
@@ -188,7 +220,8 @@ for file in "${files[@]}"; do
     if cmp -s "$tmp" "$file"; then
         ((check)) || echo "$file: generated tables up to date"
     elif ((check)); then
-        echo "$file: a generated table is not what its CSVs give (scripts/gen_doc_tables.sh $file rewrites it):"
+        echo "$file: a generated table is not what its CSVs give" \
+            "(scripts/gen_doc_tables.sh $file rewrites it):"
         diff "$file" "$tmp" | sed -n 1,20p || true
         status=1
     else

@@ -67,7 +67,8 @@ esac
 [[ -r $readme ]] || die "cannot read $readme"
 first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
-    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns (FX_CSV_HEADER)"
+    die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns" \
+        "(FX_CSV_HEADER)"
 meta=${csv%.csv}.meta
 
 # The directions: --direction, the sweep's, or those with rows (bench/sweep_dirs.sh).
@@ -78,7 +79,8 @@ read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 marker() { [[ $1 == fwd ]] && echo results || echo results-bwd; }
 for dir in "${dirs[@]}"; do
     m=$(marker "$dir")
-    if ! grep "<!-- $m:begin -->" "$readme" >/dev/null || ! grep "<!-- $m:end -->" "$readme" >/dev/null; then
+    if ! grep "<!-- $m:begin -->" "$readme" >/dev/null ||
+        ! grep "<!-- $m:end -->" "$readme" >/dev/null; then
         echo "gen_readme_results.sh: $readme has no <!-- $m:begin/end --> markers" \
             "(the $([[ $dir == fwd ]] && echo forward || echo backward) table goes between" \
             "<!-- $m:begin --> and <!-- $m:end -->, each on a line of its own)" >&2
@@ -110,9 +112,12 @@ fa3_version=$(meta_value fa3_version || true)
 fa3_lacks=$(meta_value fa3_lacks || true)
 spin_us=$(meta_value spin_us || true)
 if [[ -n $torch_v ]]; then
-    versions="PyTorch $torch_v (CUDA $torch_cuda), cuDNN ${cudnn_v%% (*}${driver_v:+, driver $driver_v}"
+    versions="PyTorch $torch_v (CUDA $torch_cuda),"
+    versions+=" cuDNN ${cudnn_v%% (*}${driver_v:+, driver $driver_v}"
     if [[ -n $fa3_api ]]; then
-        versions="FlashAttention-3 \`$fa3_api\` $fa3_version${fa3_lacks:+ (its build lacks: $fa3_lacks)}, $versions"
+        fa3_text="FlashAttention-3 \`$fa3_api\` $fa3_version"
+        fa3_text+="${fa3_lacks:+ (its build lacks: $fa3_lacks)}"
+        versions="$fa3_text, $versions"
     elif [[ $fa3_v == skipped:* ]]; then
         versions+="; FA3 ${fa3_v}"
     fi
@@ -123,26 +128,39 @@ else
 fi
 if [[ -n $spin_us ]]; then
     if ((spin_us > 0)); then
-        timing="Every runner, stage and peer, timed each call after an L2 flush with the GPU kept busy for ${spin_us} µs (\`--spin-us ${spin_us}\`) while the host enqueued it, so no launch latency is in the times ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
+        timing="Every runner, stage and peer, timed each call after an L2 flush with the GPU kept"
+        timing+=" busy for ${spin_us} µs (\`--spin-us ${spin_us}\`) while the host enqueued it,"
+        timing+=" so no launch latency is in the times"
+        timing+=" ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
     else
-        timing="Timed without the spin (\`--spin-us 0\`): a Python peer's launch latency can be inside its times ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
+        timing="Timed without the spin (\`--spin-us 0\`): a Python peer's launch latency can be"
+        timing+=" inside its times"
+        timing+=" ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
     fi
 else
-    timing="Measured before the sweep kept the GPU busy while the host enqueued each call: the Python peers' launch latency can be inside their times, most at the short points ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
+    timing="Measured before the sweep kept the GPU busy while the host enqueued each call:"
+    timing+=" the Python peers' launch latency can be inside their times, most at the short"
+    timing+=" points ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
 fi
 slow_note="" bwd_note=""
 if [[ -r $meta ]]; then
-    slow_note=$(awk '/^note=.* not run at seqlen / { sub(/^note=/, ""); printf "%s%s", n++ ? "; " : "", $0 }' "$meta")
-    bwd_note=$(awk '/^note=.* has no backward / { sub(/^note=/, ""); printf "%s%s", n++ ? "; " : "", $0 }' "$meta")
+    slow_note=$(awk '/^note=.* not run at seqlen / {
+        sub(/^note=/, ""); printf "%s%s", n++ ? "; " : "", $0 }' "$meta")
+    bwd_note=$(awk '/^note=.* has no backward / {
+        sub(/^note=/, ""); printf "%s%s", n++ ? "; " : "", $0 }' "$meta")
 fi
 
 # One table: table DIR FILE.
 table() {
 awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" -v dir="$1" \
-    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" -v timing="$timing" "$(<bench/awk_median.awk)"'
+    -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" -v timing="$timing" \
+    "$(<bench/awk_median.awk)"'
 function spread(list,    n, v, i, lo, hi) {
     n = split(list, v, " "); lo = hi = v[1] + 0
-    for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
+    for (i = 2; i <= n; ++i) {
+        if (v[i] + 0 < lo) lo = v[i] + 0
+        if (v[i] + 0 > hi) hi = v[i] + 0
+    }
     return hi - lo
 }
 function count(list,    v) { return split(list, v, " ") }
@@ -155,13 +173,18 @@ function rank(s,    base) {
 }
 function pretty(s,    base, mark) {
     base = s; mark = ""
-    if (index(s, "@")) { base = substr(s, 1, index(s, "@") - 1); mark = " @" substr(s, index(s, "@") + 1) }
+    if (index(s, "@")) {
+        base = substr(s, 1, index(s, "@") - 1); mark = " @" substr(s, index(s, "@") + 1)
+    }
     if (base == "fa3") return "FA3" mark; if (base == "sdpa_flash") return "SDPA flash (FA2)" mark
     if (base == "sdpa_cudnn") return "SDPA cuDNN" mark
     if (base == "sdpa_efficient") return "SDPA mem-efficient" mark; return "`" s "`"
 }
 function sortnum(a, n,    i, j, t) {
-    for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    for (i = 2; i <= n; ++i)
+        for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; --j) {
+            t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+        }
 }
 # A spread above 3 % of the median (two repeats or more).
 function wide(s, p) { return count(v[s, p]) > 1 && spread(v[s, p]) > 0.03 * median(v[s, p]) }
@@ -171,15 +194,29 @@ NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
     s = $c["stage"]; m = $c["sm_clock_mhz"] + 0
     if (m > 0) { if (lo_c == "" || m < lo_c) lo_c = m; if (m > hi_c) hi_c = m }
     dev = $c["device"]; sms = $c["sm_count"]; dt = $c["dtype"]
-    day = substr($c["date"], 1, 10); if (first == "" || day < first) first = day; if (day > last) last = day
-    if ($c["check"] != "peer" && !index(s, "@") && !($c["commit"] in cm)) { cm[$c["commit"]] = 1; commits = commits (commits == "" ? "" : ", ") "`" $c["commit"] "`" }
-    if ($c["check"] == "peer" && !($c["commit"] in pcm)) { pcm[$c["commit"]] = 1; pcommits = pcommits (pcommits == "" ? "" : ", ") "`" $c["commit"] "`" }
-    if ($c["check"] != "peer" && index(s, "@") && !(($c["commit"], s) in tcm)) { tcm[$c["commit"], s] = 1; if (!($c["commit"] in tcs)) { tcs[$c["commit"]] = 1; tcommits = tcommits (tcommits == "" ? "" : ", ") "`" $c["commit"] "`" } }
+    day = substr($c["date"], 1, 10)
+    if (first == "" || day < first) first = day; if (day > last) last = day
+    if ($c["check"] != "peer" && !index(s, "@") && !($c["commit"] in cm)) {
+        cm[$c["commit"]] = 1; commits = commits (commits == "" ? "" : ", ") "`" $c["commit"] "`"
+    }
+    if ($c["check"] == "peer" && !($c["commit"] in pcm)) {
+        pcm[$c["commit"]] = 1
+        pcommits = pcommits (pcommits == "" ? "" : ", ") "`" $c["commit"] "`"
+    }
+    if ($c["check"] != "peer" && index(s, "@") && !(($c["commit"], s) in tcm)) {
+        tcm[$c["commit"], s] = 1
+        if (!($c["commit"] in tcs)) {
+            tcs[$c["commit"]] = 1
+            tcommits = tcommits (tcommits == "" ? "" : ", ") "`" $c["commit"] "`"
+        }
+    }
     if ($c["direction"] == "ref") { ref[s] = ref[s] " " $c["tflops"]; next }
     if ($c["direction"] != dir) next
     if (!(s in ss)) { ss[s] = 1; names[++ns] = s; key[ns] = rank(s) }
     p = $c["head_dim"] SUBSEP $c["causal"] SUBSEP $c["seqlen_q"]
-    if (!(p in ps)) { ps[p] = 1; hds[$c["head_dim"]] = 1; lens[$c["seqlen_q"]] = 1; cs[$c["causal"]] = 1 }
+    if (!(p in ps)) {
+        ps[p] = 1; hds[$c["head_dim"]] = 1; lens[$c["seqlen_q"]] = 1; cs[$c["causal"]] = 1
+    }
     v[s, p] = v[s, p] " " $c["tflops"]
     if ($c["pct_tensor"] != "") pt[s, p] = pt[s, p] " " $c["pct_tensor"]
     if (count(v[s, p]) > nrep) nrep = count(v[s, p])
@@ -187,20 +224,28 @@ NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
 END {
     # Series order: the stages, then the peers (FA3 first).
     for (i = 2; i <= ns; ++i) for (j = i; j > 1 && key[j - 1] > key[j]; --j) {
-        t = key[j]; key[j] = key[j - 1]; key[j - 1] = t; t = names[j]; names[j] = names[j - 1]; names[j - 1] = t }
+        t = key[j]; key[j] = key[j - 1]; key[j - 1] = t
+        t = names[j]; names[j] = names[j - 1]; names[j - 1] = t }
     nh = 0; for (h in hds) hd[++nh] = h; sortnum(hd, nh)
     nl = 0; for (l in lens) ln[++nl] = l; sortnum(ln, nl)
-    clk = hi_c == 0 ? "SM clock not recorded" : (lo_c == hi_c ? sprintf("SM clock %d MHz", hi_c) : sprintf("SM clock %d–%d MHz", lo_c, hi_c))
+    clk = hi_c == 0 ? "SM clock not recorded" \
+                    : (lo_c == hi_c ? sprintf("SM clock %d MHz", hi_c) \
+                                    : sprintf("SM clock %d–%d MHz", lo_c, hi_c))
     bwd = dir == "bwd"
     fa3 = ("fa3" in ss)
     n_st = 0; for (i = 1; i <= ns; ++i) if (is_stage(names[i])) st[++n_st] = names[i]
-    printf "<!-- generated by scripts/gen_readme_results.sh %s%s: edit the CSV, not this table -->\n", csv, regen_opt
+    printf "<!-- generated by scripts/gen_readme_results.sh %s%s: " \
+           "edit the CSV, not this table -->\n", csv, regen_opt
     if (bwd) {
-        printf "The FlashAttention-3 paper'"'"'s setup for the backward (%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
-        printf "the backward timed alone (the stage programs'"'"' `--bench --bwd`; the peers'"'"' `torch.autograd.grad` after one untimed forward), "
+        printf "The FlashAttention-3 paper'"'"'s setup for the backward " \
+               "(%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
+        printf "the backward timed alone (the stage programs'"'"' `--bench --bwd`; " \
+               "the peers'"'"' `torch.autograd.grad` after one untimed forward), "
     } else
-    printf "The FlashAttention-3 paper'"'"'s forward setup (%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
-    printf "measured on one **%s** (%s SMs; %s during the timed calls, where the paper fixed 1830 MHz), ", dev, sms, clk
+    printf "The FlashAttention-3 paper'"'"'s forward setup " \
+           "(%s, hidden 2048: heads = 2048/head_dim, batch·seqlen = 16384), ", dt
+    printf "measured on one **%s** (%s SMs; %s during the timed calls, " \
+           "where the paper fixed 1830 MHz), ", dev, sms, clk
     printf "%s%s", first, last != first ? " to " last : ""
     if (commits != "") printf ", stages built at commit %s", commits
     if (tcommits != "") printf " (marked stages: %s)", tcommits
@@ -209,29 +254,48 @@ END {
     printf "Peers in the same run: %s.", versions
     if ("torch_matmul" in ref || "copy_bw" in ref) {
         printf " Reference lines in the same run:"
-        if ("torch_matmul" in ref) printf " bf16 `torch.matmul` 8192³ %s TFLOP/s%s", num(median(ref["torch_matmul"])), ("copy_bw" in ref) ? ";" : "."
-        if ("copy_bw" in ref) printf " device-to-device copy %.2f TB/s (read + written).", median(ref["copy_bw"])
+        if ("torch_matmul" in ref)
+            printf " bf16 `torch.matmul` 8192³ %s TFLOP/s%s",
+                   num(median(ref["torch_matmul"])), ("copy_bw" in ref) ? ";" : "."
+        if ("copy_bw" in ref)
+            printf " device-to-device copy %.2f TB/s (read + written).", median(ref["copy_bw"])
     }
     printf " %s\n\n", timing
-    if (bwd) printf "TFLOP/s by the FA3 convention for the backward (2.5·4·batch·heads·head_dim·unmasked pairs over the time: five GEMMs to the forward'"'"'s two). "
-    else printf "TFLOP/s by the FA3 convention (4·batch·heads·head_dim·unmasked pairs over the time). "
+    if (bwd)
+        printf "TFLOP/s by the FA3 convention for the backward " \
+               "(2.5·4·batch·heads·head_dim·unmasked pairs over the time: " \
+               "five GEMMs to the forward'"'"'s two). "
+    else
+        printf "TFLOP/s by the FA3 convention " \
+               "(4·batch·heads·head_dim·unmasked pairs over the time). "
     if (nrep > 1) {
-        printf "Each cell: the median over %d repeats of each repeat'"'"'s median timed call, ", nrep
+        printf "Each cell: the median over %d repeats " \
+               "of each repeat'"'"'s median timed call, ", nrep
         printf "and in brackets the spread between repeats (highest − lowest); "
-        printf "the sweep interleaves the runners at every point, so a difference larger than both spreads is a measured one. "
-        printf "**Bold**: a spread above 3 %% of its median; † after the seqlen: a point where some runner'"'"'s spread is above 3 %%. "
+        printf "the sweep interleaves the runners at every point, " \
+               "so a difference larger than both spreads is a measured one. "
+        printf "**Bold**: a spread above 3 %% of its median; " \
+               "† after the seqlen: a point where some runner'"'"'s spread is above 3 %%. "
     } else {
-        printf "Each cell: one repeat'"'"'s median timed call. One repeat has no spread: a claim that one runner beats another needs three (`bench/sweep.sh --repeats 3`). "
+        printf "Each cell: one repeat'"'"'s median timed call. " \
+               "One repeat has no spread: a claim that one runner beats another needs three " \
+               "(`bench/sweep.sh --repeats 3`). "
     }
-    printf "— : not measured (not run, refused by the stage'"'"'s capabilities, or declined by the peer'"'"'s backend; the CSV'"'"'s .meta says which)"
+    printf "— : not measured (not run, refused by the stage'"'"'s capabilities, " \
+           "or declined by the peer'"'"'s backend; the CSV'"'"'s .meta says which)"
     if (slow_note != "") printf "; %s", slow_note
     if (bwd && bwd_note != "") printf "; %s", bwd_note
     ratio = bwd && ("sdpa_flash" in ss)
-    printf ". The last column%s: the fastest stage and its share of the dense bf16 tensor-core peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too)", (ratio || fa3) ? "s" : ""
+    printf ". The last column%s: the fastest stage and its share of the dense bf16 tensor-core " \
+           "peak at its own SM clock (`bench/bounds.sh` gives the exp-unit and HBM shares too)",
+           (ratio || fa3) ? "s" : ""
     if (fa3) printf ", its median over FA3'"'"'s%s", ratio ? "" : " at that point"
-    if (ratio) printf "%s its median over SDPA flash'"'"'s (the FA2 backward) at that point", fa3 ? " and" : ", and"
+    if (ratio)
+        printf "%s its median over SDPA flash'"'"'s (the FA2 backward) at that point",
+               fa3 ? " and" : ", and"
     printf ". "
-    printf "Figures: `bench/plot.sh --readme %s`. Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, csv, regen_opt
+    printf "Figures: `bench/plot.sh --readme %s`. " \
+           "Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, csv, regen_opt
     printf "| head_dim | causal | seqlen |"
     for (i = 1; i <= ns; ++i) printf " %s |", pretty(names[i])
     printf " fastest stage, %% of tensor-core peak |"
@@ -246,13 +310,15 @@ END {
         n = ln[b]
         any_wide = 0
         for (i = 1; i <= ns; ++i) if (((names[i], p) in v) && wide(names[i], p)) any_wide = 1
-        printf "| %s | %s | %s%s |", hd[a], cz ? "yes" : "no", n % 1024 == 0 ? (n / 1024) "k" : n, any_wide ? " †" : ""
+        printf "| %s | %s | %s%s |", hd[a], cz ? "yes" : "no",
+               n % 1024 == 0 ? (n / 1024) "k" : n, any_wide ? " †" : ""
         best = ""; best_v = -1
         for (i = 1; i <= ns; ++i) {
             s = names[i]
             if (!((s, p) in v)) { printf " — |"; continue }
             med = median(v[s, p])
-            cell = count(v[s, p]) > 1 ? sprintf("%s (%s)", num(med), num(spread(v[s, p]))) : num(med)
+            cell = count(v[s, p]) > 1 ? sprintf("%s (%s)", num(med), num(spread(v[s, p]))) \
+                                      : num(med)
             printf " %s |", wide(s, p) ? "**" cell "**" : cell
             if (is_stage(s) && med > best_v) { best_v = med; best = s }
         }
@@ -261,7 +327,8 @@ END {
         else printf " %s: ? (no clock or unknown GPU) |", best
         if (fa3) {
             if (best == "" || !(("fa3", p) in v)) printf " — |"
-            else printf " %.2f%s |", best_v / median(v["fa3", p]), (wide(best, p) || wide("fa3", p)) ? " †" : ""
+            else printf " %.2f%s |", best_v / median(v["fa3", p]),
+                        (wide(best, p) || wide("fa3", p)) ? " †" : ""
         }
         if (ratio) {
             if (best == "" || !(("sdpa_flash", p) in v)) printf " — |"
@@ -270,7 +337,10 @@ END {
         printf "\n"
     }
     if (!fa3 || n_st == 0) exit
-    printf "\nEach stage'"'"'s median over FA3'"'"'s at the same point (above 1: faster than FA3; † where the stage'"'"'s or FA3'"'"'s spread exceeds 3 %% of its median, so the ratio is less certain than its digits):\n\n"
+    printf "\nEach stage'"'"'s median over FA3'"'"'s at the same point " \
+           "(above 1: faster than FA3; " \
+           "† where the stage'"'"'s or FA3'"'"'s spread exceeds 3 %% of its median, " \
+           "so the ratio is less certain than its digits):\n\n"
     printf "| head_dim | causal | seqlen |"
     for (i = 1; i <= n_st; ++i) printf " `%s` ÷ FA3 |", st[i]
     printf "\n|---|---|---|"
@@ -284,7 +354,8 @@ END {
         for (i = 1; i <= n_st; ++i) {
             s = st[i]
             if (!((s, p) in v) || !(("fa3", p) in v)) { printf " — |"; continue }
-            printf " %.2f%s |", median(v[s, p]) / median(v["fa3", p]), (wide(s, p) || wide("fa3", p)) ? " †" : ""
+            printf " %.2f%s |", median(v[s, p]) / median(v["fa3", p]),
+                   (wide(s, p) || wide("fa3", p)) ? " †" : ""
         }
         printf "\n"
     }
@@ -297,7 +368,10 @@ for dir in "${dirs[@]}"; do
     m=$(marker "$dir")
     table "$dir" "$tmp/table"
     awk -v table="$tmp/table" -v begin="<!-- $m:begin -->" -v end="<!-- $m:end -->" '
-        index($0, begin) { print; while ((getline l < table) > 0) print l; close(table); skip = 1; next }
+        index($0, begin) {
+            print; while ((getline l < table) > 0) print l
+            close(table); skip = 1; next
+        }
         index($0, end) { skip = 0 }
         !skip { print }' "$tmp/readme" >"$tmp/readme.new"
     mv "$tmp/readme.new" "$tmp/readme"
@@ -309,7 +383,8 @@ what="results table"
 if cmp -s "$tmp/readme" "$readme"; then
     echo "$readme: $what up to date"
 elif ((check)); then
-    echo "$readme: $what NOT what $csv gives (scripts/gen_readme_results.sh $csv$regen_opt rewrites it):"
+    echo "$readme: $what NOT what $csv gives" \
+        "(scripts/gen_readme_results.sh $csv$regen_opt rewrites it):"
     diff "$readme" "$tmp/readme" | sed -n 1,40p || true
     exit 1
 else

@@ -67,11 +67,13 @@ for n in "${ns[@]}"; do
     for t in "${types[@]}"; do
         read -r suffix ptype <<<"$t"
         op="wgmma.mma_async.sync.aligned.m64n${n}k16.f32.${ptype}.${ptype}"
+        ss_name="fx_wgmma_m64n${n}k16_ss_${suffix}"
+        rs_a="{%${acc}, %$((acc + 1)), %$((acc + 2)), %$((acc + 3))}"  # RS: A's 4 registers
         cat <<EOF2
 
 /* ${op}, SS. */
 template <int TransA, int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n${n}k16_ss_${suffix}(float (&d)[${acc}], uint64_t desc_a,
+static __device__ __forceinline__ void ${ss_name}(float (&d)[${acc}], uint64_t desc_a,
                                                                 uint64_t desc_b, bool accumulate)
 {
     static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
@@ -101,7 +103,7 @@ static __device__ __forceinline__ void fx_wgmma_m64n${n}k16_rs_${suffix}(float (
         "  setp.ne.b32 p, %$((acc + 5)), 0;\n"
         "  ${op} "
         "$(reg_list 0 "$acc"), "
-        "{%${acc}, %$((acc + 1)), %$((acc + 2)), %$((acc + 3))}, %$((acc + 4)), p, 1, 1, %$((acc + 6));\n"
+        "${rs_a}, %$((acc + 4)), p, 1, 1, %$((acc + 6));\n"
         "}\n"
         : $(acc_operands "$acc")
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
@@ -115,13 +117,17 @@ cat <<'MID'
 
 #else /* a device pass for sm_90 without the 'a' features: see hopper.cuh */
 MID
+ss_fmt='template <int TransA, int TransB>\nstatic __device__ void fx_wgmma_m64n%sk16_ss_%s'
+ss_fmt+='(float (&)[%s], uint64_t, uint64_t, bool) = delete;\n'
+rs_fmt='template <int TransB>\nstatic __device__ void fx_wgmma_m64n%sk16_rs_%s'
+rs_fmt+='(float (&)[%s], const uint32_t (&)[4], uint64_t, bool) = delete;\n'
 for n in "${ns[@]}"; do
     for t in "${types[@]}"; do
         read -r suffix _ <<<"$t"
-        printf 'template <int TransA, int TransB>\nstatic __device__ void fx_wgmma_m64n%sk16_ss_%s(float (&)[%s], uint64_t, uint64_t, bool) = delete;\n' \
-            "$n" "$suffix" "$((n / 2))"
-        printf 'template <int TransB>\nstatic __device__ void fx_wgmma_m64n%sk16_rs_%s(float (&)[%s], const uint32_t (&)[4], uint64_t, bool) = delete;\n' \
-            "$n" "$suffix" "$((n / 2))"
+        # shellcheck disable=SC2059 # the formats are the two strings above
+        printf "$ss_fmt" "$n" "$suffix" "$((n / 2))"
+        # shellcheck disable=SC2059
+        printf "$rs_fmt" "$n" "$suffix" "$((n / 2))"
     done
 done
 cat <<'TAIL'

@@ -12,14 +12,19 @@
 #   FAKE_COMMIT=C     the commit its rows record (default fake0000)
 set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
-header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,err_prev_max,prev_stage,check"
-old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,prev_stage,check"
+header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
+header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
+header+="err_prev_max,prev_stage,check"
+old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
+old_header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
+old_header+="prev_stage,check"
 batch=1 seqlen=128 heads=1 hd=64 dtype=bf16 causal=0 bench=0 bwd=0 csv="" iters=10 spin=""
 while (($#)); do
     case $1 in
         --help)
             echo "usage: stage_$id [options] (stand-in)"
-            [[ -n ${FAKE_NO_SPIN:-} ]] || echo "  --spin-us N  keep the GPU busy N us before each timed call (20)"
+            [[ -n ${FAKE_NO_SPIN:-} ]] ||
+                echo "  --spin-us N  keep the GPU busy N us before each timed call (20)"
             echo "capabilities:"
             echo "  head_dim: 64 128 256"
             echo "  backward: $([[ -n ${FAKE_BWD:-} ]] && echo yes || echo no)"
@@ -37,7 +42,10 @@ while (($#)); do
         --iters) iters=$2; shift ;;
         --warmup) shift ;;
         --spin-us)
-            if [[ -n ${FAKE_NO_SPIN:-} ]]; then echo "stage_$id: unknown option '--spin-us'" >&2; exit 2; fi
+            if [[ -n ${FAKE_NO_SPIN:-} ]]; then
+                echo "stage_$id: unknown option '--spin-us'" >&2
+                exit 2
+            fi
             spin=$2; shift ;;
         *) echo "stage_$id: unknown option '$1'" >&2; exit 2 ;;
     esac
@@ -54,20 +62,30 @@ row() {  # row DIRECTION FACTOR
     local flops ms
     flops=$(awk -v b="$batch" -v h="$heads" -v d="$hd" -v s="$seqlen" -v c="$causal" -v f="$2" \
         'BEGIN { p = c ? s * (s + 1) / 2 : s * s; printf "%.0f", f * 4 * b * h * d * p }')
-    ms=$(awk -v f="$flops" -v r="$rate" -v j="${RANDOM}" 'BEGIN { printf "%.5f", f / (r * 1e12) * 1e3 * (1 + j / 3276800) }')
+    ms=$(awk -v f="$flops" -v r="$rate" -v j="${RANDOM}" \
+        'BEGIN { printf "%.5f", f / (r * 1e12) * 1e3 * (1 + j / 3276800) }')
     local tf
     tf=$(awk -v f="$flops" -v m="$ms" 'BEGIN { printf "%.2f", f / (m * 1e-3) / 1e12 }')
-    echo "  time $1: $ms ms (min $ms, max $ms, $iters repeats)  $(awk -v t="$tf" 'BEGIN { printf "%.1f", t }') TFLOP/s  SM 1980 MHz${spin:+ (spin $spin us)}"
+    echo "  time $1: $ms ms (min $ms, max $ms, $iters repeats)" \
+        " $(awk -v t="$tf" 'BEGIN { printf "%.1f", t }') TFLOP/s" \
+        " SM 1980 MHz${spin:+ (spin $spin us)}"
     [[ -n $csv ]] || return 0
     if [[ ! -s $csv ]]; then
-        if [[ -n ${FAKE_OLD_HEADER:-} ]]; then echo "$old_header" >>"$csv"; else echo "$header" >>"$csv"; fi
+        if [[ -n ${FAKE_OLD_HEADER:-} ]]; then
+            echo "$old_header" >>"$csv"
+        else
+            echo "$header" >>"$csv"
+        fi
     fi
-    local commit=${FAKE_COMMIT:-fake0000}
+    local commit=${FAKE_COMMIT:-fake0000} line
     if [[ -n ${FAKE_OLD_HEADER:-} ]]; then
-        echo "$1,$id,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,skipped" >>"$csv"
+        line="$1,$id,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,"
+        line+="$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,skipped"
     else
-        echo "$id,$1,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,,skipped" >>"$csv"
+        line="$id,$1,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,"
+        line+="$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,,skipped"
     fi
+    echo "$line" >>"$csv"
 }
 echo "stage $id fwd${bwd:+}: batch $batch seqlen $seqlen heads $heads head_dim $hd (stand-in)"
 row fwd 1
