@@ -3,7 +3,7 @@
 # (bench/sweep.sh), never by hand (STYLE.md).
 #
 #   scripts/gen_readme_results.sh SWEEP.csv [README.md] [--direction fwd|bwd|both]
-#                                 [--tagged] [--check]
+#                                 [--tagged] [--check] [--section NAME]
 #
 # The forward table lies between `<!-- results:begin -->` and `<!-- results:end -->`,
 # the backward one between `<!-- results-bwd:begin -->` and `<!-- results-bwd:end -->`;
@@ -11,6 +11,9 @@
 # direction asked for are touched: --direction, else the sweep's (the `direction=` line
 # of the sidecar .meta), else every direction with rows in the CSV. So a backward
 # sweep's CSV (whose stages also wrote forward rows) leaves the forward table alone.
+# --section NAME uses the markers `<!-- NAME:begin -->` (and NAME-bwd) instead, for a second
+# table from another CSV. The sidecar may carry `timing_text=` (how the runners were timed,
+# in words, when no spin_us says it) and `provenance=` (who measured it, printed as given).
 # A README without the markers of a direction asked for is an error (exit 1), and
 # nothing is written. --check writes nothing: it exits 1, with a diff, when the README
 # differs from what this would write (the docs check, scripts/check_doc_numbers.sh).
@@ -40,13 +43,14 @@ die() {
     echo "gen_readme_results.sh: $*" >&2
     exit 2
 }
-csv="" readme="" direction="" dir_given=0 tagged=0 check=0
+csv="" readme="" direction="" dir_given=0 tagged=0 check=0 section=results section_given=0
 while (($#)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
         --direction) direction=${2:?--direction needs fwd, bwd or both}; dir_given=1; shift ;;
         --tagged) tagged=1 ;;
         --check) check=1 ;;
+        --section) section=${2:?--section needs a name}; section_given=1; shift ;;
         -*) die "unknown option '$1' (scripts/gen_readme_results.sh --help)" ;;
         *)
             if [[ -z $csv ]]; then csv=$1
@@ -76,7 +80,7 @@ meta=${csv%.csv}.meta
 source bench/sweep_dirs.sh
 read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 ((${#dirs[@]})) || { echo "gen_readme_results.sh: no fwd or bwd rows in $csv" >&2; exit 1; }
-marker() { [[ $1 == fwd ]] && echo results || echo results-bwd; }
+marker() { [[ $1 == fwd ]] && echo "$section" || echo "$section-bwd"; }
 for dir in "${dirs[@]}"; do
     m=$(marker "$dir")
     if ! grep "<!-- $m:begin -->" "$readme" >/dev/null ||
@@ -91,6 +95,7 @@ done
 regen_opt=""
 ((dir_given)) && regen_opt=" --direction $direction"
 ((tagged)) && regen_opt+=" --tagged"
+((section_given)) && regen_opt+=" --section $section"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -111,6 +116,8 @@ fa3_api=$(meta_value fa3_api || true)
 fa3_version=$(meta_value fa3_version || true)
 fa3_lacks=$(meta_value fa3_lacks || true)
 spin_us=$(meta_value spin_us || true)
+timing_text=$(meta_value timing_text || true)
+provenance=$(meta_value provenance || true)
 if [[ -n $torch_v ]]; then
     versions="PyTorch $torch_v (CUDA $torch_cuda),"
     versions+=" cuDNN ${cudnn_v%% (*}${driver_v:+, driver $driver_v}"
@@ -126,7 +133,9 @@ elif [[ -r $meta ]] && grep '^peers=' "$meta" >/dev/null; then
 else
     versions="not recorded (no $meta beside the CSV)"
 fi
-if [[ -n $spin_us ]]; then
+if [[ -n $timing_text ]]; then
+    timing=$timing_text
+elif [[ -n $spin_us ]]; then
     if ((spin_us > 0)); then
         timing="Every runner, stage and peer, timed each call after an L2 flush with the GPU kept"
         timing+=" busy for ${spin_us} µs (\`--spin-us ${spin_us}\`) while the host enqueued it,"
@@ -153,6 +162,7 @@ fi
 # One table: table DIR FILE.
 table() {
 awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" -v dir="$1" \
+    -v provenance="$provenance" \
     -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" -v timing="$timing" \
     "$(<bench/awk_median.awk)"'
 function spread(list,    n, v, i, lo, hi) {
@@ -252,6 +262,7 @@ END {
     if (pcommits != "" && pcommits != commits) printf ", peers timed from the tree at %s", pcommits
     printf ". "
     printf "Peers in the same run: %s.", versions
+    if (provenance != "") printf " %s", provenance
     if ("torch_matmul" in ref || "copy_bw" in ref) {
         printf " Reference lines in the same run:"
         if ("torch_matmul" in ref)
