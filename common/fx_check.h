@@ -22,17 +22,16 @@ extern "C" {
 #endif
 
 #define FX_PASS_FACTOR 2.0 /* FlashAttention's tests use 2× the emulation's error   */
-/* The LSE's slack, relative to its largest |LSE|: 1e-5, about 84 fp32 ulps. Measured on the
- * H200 at the default problem (|LSE| up to 9.85): max |error| 3.0e-6 for stages 05-08 and
- * 8.7e-6 for stage 03, i.e. up to about 9 fp32 ulps, 11× under the slack. The slack is
- * wide because ex2.approx (2 ulps) and the FFMA-folded scale each add an error that grows
- * with |m·scale·log2e| (the large-logit cases of the matrix), not measured separately. */
+/* The LSE's slack, relative to its largest |LSE|: 1e-5, about 84 fp32 ulps. It is wide
+ * because ex2.approx (2 ulps) and the FFMA-folded scale each add an error that grows with
+ * |m·scale·log2e| (the large-logit cases of the matrix); what was measured against it:
+ * docs/harness.md, "The pass rule". */
 #define FX_LSE_REL_SLACK 1e-5
 /* The smallest slack of a tensor in the dtype: 2^-16. Where the exact value is 0 (dQ and
  * dK of a row that sees one key: dP − D cancels exactly) the ulp at ref_max is
  * subnormal, while a stage that sums D = rowsum(dO∘O) and dP = dO·Vᵀ in different
  * orders in fp32 (CUDA cores against tensor cores) keeps a residue of about
- * FLT_EPSILON·Σ|terms|, measured up to 3e-6 on the matrix's large-logit cases. The
+ * FLT_EPSILON·Σ|terms| (docs/harness.md gives what was measured). The
  * floor equals one ulp of a bf16 value in [2^-9, 2^-8) or an fp16 value in [2^-6, 2^-5):
  * it widens the bound of every tensor whose largest magnitude is below those ranges
  * (e.g. an fp16 tensor with ref_max 2^-10 is allowed 2^-16, 16 of its ulps), and leaves
@@ -40,13 +39,11 @@ extern "C" {
 #define FX_ACCUM_SLACK 0x1p-16
 
 /* A backward too large for the fp64 reference is held to the previous stage's within
- * this many ulps of the dtype at the gradient's largest magnitude (fx_main.c). Each stage
- * passes the pass rule at smaller problems, i.e. stays within 2×(emulation error, ≤ 4
- * ulps measured, EMU_MAX_ULPS_GRAD in tests/unit/test_reference.c) + 1 ulp of fp64, so two
- * stages may in principle differ by up to ~18 ulps; 8 is tighter than that bound and was
- * chosen, not derived. Measured on the H200 (stage 03 against 02, the default problem
- * with --bwd, bf16): dQ and dK differ by at most 2.0e-3 and dV by 9.8e-4, about one ulp
- * each (the bounds are 1.56e-2 and 7.8e-3). */
+ * this many ulps of the dtype at the gradient's largest magnitude (fx_compare.c). Each
+ * stage passes the pass rule at smaller problems, i.e. stays within 2×(emulation error, ≤ 4
+ * ulps, EMU_MAX_ULPS_GRAD in tests/unit/test_reference.c) + 1 ulp of fp64, so two stages
+ * may in principle differ by up to ~18 ulps; 8 is tighter than that bound and was chosen,
+ * not derived (docs/harness.md, "The previous stage", gives the measured gap). */
 #define FX_PREV_ONLY_ULPS 8.0
 
 typedef struct fx_err {
