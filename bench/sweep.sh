@@ -350,6 +350,14 @@ for key in ${stage_ids[@]+"${stage_ids[@]}"} ${base_keys[@]+"${base_keys[@]}"}; 
     run_keys+=("$key")
 done
 
+# A runner without --spin-us (a baseline built before it) is timed without the spin; so that
+# old and new are timed alike, the comparison must then run every runner at --spin-us 0.
+if ((${#no_spin_keys[@]})) && [[ $spin != 0 ]]; then
+    die "${no_spin_keys[*]}: no --spin-us in its --help (a build from before it): time the" \
+        "comparison alike, with --spin-us 0 for every runner (the peers then carry their" \
+        "launch latency: compare stages with stages)"
+fi
+
 # Stages 01 and 02 are slow at seqlen >= 8192 (header): not run there without --all-points.
 slow_from=8192
 bwd_more=""

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "fx_gpu.h" /* FX_EXIT_USAGE */
@@ -125,9 +126,10 @@ int fx_csv_write_row(FILE *f, const fx_csv_row *r)
 
 int fx_csv_check_writable(const char *path, char *why, size_t why_len)
 {
-    FILE *existing = fopen(path, "r");
-    if (existing)
-        fclose(existing);
+    /* Whether the file exists, whatever its permissions (a write-only file cannot be opened
+     * for reading, and must not be taken for a new one and removed below). */
+    struct stat st;
+    const bool existed = stat(path, &st) == 0;
     FILE *f = fopen(path, "a");
     if (!f) {
         snprintf(why, why_len, "--csv: cannot open %s for appending: %s", path, strerror(errno));
@@ -135,7 +137,7 @@ int fx_csv_check_writable(const char *path, char *why, size_t why_len)
     }
     fclose(f);
     /* Only the test of writability: a run that writes no row leaves no empty file. */
-    if (!existing)
+    if (!existed)
         remove(path);
     return 0;
 }

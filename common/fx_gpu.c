@@ -15,6 +15,10 @@
 #include "fx_msg.h"
 #include "fx_spin.h"
 
+#ifndef FX_PORTABLE_ARCHS_TEXT
+#define FX_PORTABLE_ARCHS_TEXT "unknown"
+#endif
+
 cudaError_t fx_cuda_report(cudaError_t err, const char *what, const char *file, int line)
 {
     if (err != cudaSuccess)
@@ -80,6 +84,21 @@ int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t wh
         snprintf(why, why_len, "%s is sm_%d; stage %s is built for sm_90a (Hopper) only", prop.name,
                  cc, s->id);
         return FX_EXIT_NO_GPU;
+    }
+    /* The portable stages and the timing spin are built for FX_CUDA_ARCHS (on a machine
+     * without a GPU, sm_90 alone): a GPU outside them gets no kernel image. */
+    err = fx_spin_probe();
+    if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+        (void)cudaGetLastError(); /* leave no error behind */
+        snprintf(why, why_len,
+                 "%s is sm_%d, and this build's portable code is for sm %s only (FX_CUDA_ARCHS): "
+                 "rebuild on this machine (FX_CUDA_ARCHS=auto) or with FX_CUDA_ARCHS=all",
+                 prop.name, cc, FX_PORTABLE_ARCHS_TEXT);
+        return FX_EXIT_NO_GPU;
+    }
+    if (err != cudaSuccess) {
+        snprintf(why, why_len, "device 0: %s", cudaGetErrorString(err));
+        return FX_EXIT_FAIL;
     }
     return 0;
 }

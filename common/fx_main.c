@@ -112,18 +112,18 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         return FX_EXIT_USAGE;
     }
     /* A problem outside the capabilities is a usage error even without a GPU; one this
-     * GPU lacks the resources for is a skip, as for no GPU at all. */
-    if (!c.opt.matrix) {
-        const int supported =
-            fx_stage_supports(c.self, &c.opt.problem, c.opt.backward, why, sizeof why);
-        if (supported == FX_EXIT_NO_GPU) {
-            fx_notice("skipped: %s", why);
-            return fx_exit_code_no_gpu();
-        }
-        if (supported != 0) {
-            fx_error("%s", why);
-            return FX_EXIT_USAGE;
-        }
+     * GPU lacks the resources for is a skip, as for no GPU at all. For --matrix the problem
+     * is the default one (the options refuse any other): what it checks then is the
+     * stage's own settings (FX_ABLATION, say), before any case runs. */
+    const int supported =
+        fx_stage_supports(c.self, &c.opt.problem, c.opt.backward, why, sizeof why);
+    if (supported == FX_EXIT_NO_GPU) {
+        fx_notice("skipped: %s", why);
+        return fx_exit_code_no_gpu();
+    }
+    if (supported != 0) {
+        fx_error("%s", why);
+        return FX_EXIT_USAGE;
     }
     return main_gpu(&c);
 }

@@ -267,8 +267,38 @@ static int check_qk_scale(const fx_problem *p, char *why, size_t why_len)
     return FX_EXIT_USAGE;
 }
 
+/* The kernels accumulate S = Q·Kᵀ in fp32 and run the softmax in fp32 log2 units: the logits
+ * S·scale·log2(e) must be finite there. Bounded with Q and K at FX_QK_SCALE_SIGMAS standard
+ * deviations in every element (|S| <= head_dim · (8σX)²): a problem whose bound reaches
+ * 2^127 is refused, naming it. Below it every finite input gives a finite O and LSE. */
+static int check_logit_range(const fx_problem *p, char *why, size_t why_len)
+{
+    const double sigma = fx_dist_qk_sigma(p->dist);
+    const double scale = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt(p->head_dim);
+    const double x = FX_QK_SCALE_SIGMAS * sigma * p->qk_scale;
+    const double bound = p->head_dim * x * x * scale * 1.4426950408889634; /* log2(e) */
+    if (bound < 0x1p127)
+        return 0;
+    snprintf(why, why_len,
+             "the logits can reach %.3g (head_dim · (%g·sigma·qk_scale)² · scale · log2 e), "
+             "past fp32's range (2^127): S and the softmax are fp32; lower --qk-scale or "
+             "--scale",
+             bound, FX_QK_SCALE_SIGMAS);
+    return FX_EXIT_USAGE;
+}
+
+/* The problem options a --matrix run would ignore: any that differs from the default. */
+static bool same_problem(const fx_problem *a, const fx_problem *b)
+{
+    return a->batch == b->batch && a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k &&
+           a->heads_q == b->heads_q && a->heads_kv == b->heads_kv && a->head_dim == b->head_dim &&
+           a->dtype == b->dtype && a->causal == b->causal && a->dist == b->dist &&
+           a->softmax_scale == b->softmax_scale && a->qk_scale == b->qk_scale;
+}
+
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len)
 {
+    const fx_problem defaults = o->problem; /* as the caller set it: fx_options_default */
     why[0] = '\0';
     for (int a = 1; a < argc; ++a) {
         const char *opt = argv[a];
@@ -297,8 +327,19 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                  "--repeat and --csv need the GPU");
         return FX_EXIT_USAGE;
     }
+    if (o->matrix && (o->bench || o->csv || o->repeat > 1 || o->fuzz > 0 || o->backward ||
+                      !same_problem(&o->problem, &defaults))) {
+        snprintf(why, why_len,
+                 "--matrix runs its own cases, made from the stage's capabilities (with the "
+                 "backward where the stage has one): it takes no --bench, --csv, --repeat, "
+                 "--fuzz, --bwd or problem options");
+        return FX_EXIT_USAGE;
+    }
     int rc = check_qk_scale(&o->problem, why, why_len);
     if (rc != 0)
         return rc;
-    return fx_problem_validate(&o->problem, why, why_len);
+    rc = fx_problem_validate(&o->problem, why, why_len);
+    if (rc != 0)
+        return rc;
+    return check_logit_range(&o->problem, why, why_len);
 }

@@ -15,6 +15,12 @@ extern "C" {
  * the SM clock). Returns the launch error. */
 cudaError_t fx_spin(unsigned long long ns, cudaStream_t stream);
 
+/* cudaSuccess when this GPU can run the spin kernel, which is built for the portable
+ * stages' architectures (FX_PORTABLE_CUDA_ARCHS, common/CMakeLists.txt): a GPU it cannot
+ * run cannot run stages 01-03 either (cudaErrorNoKernelImageForDevice or
+ * cudaErrorInvalidDeviceFunction). Launches nothing. */
+cudaError_t fx_spin_probe(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -164,6 +164,14 @@ elif [[ -f tests/gpu/run.sh ]]; then
     else
         fail_note "tests/gpu/run.sh $bin_dir: exit $rc (${last:-no output}) (tests.log)"
     fi
+    # The matrix column: each stage's gpu_<id> line ("PASS  gpu_05_wgmma  (...)").
+    for bin in "${stages[@]}"; do
+        id=${bin##*/stage_}
+        status=$(awk -v t="gpu_$id" '$2 == t {
+            s = ($1 == "PASS") ? "pass" : ($1 == "SKIP") ? "skip" : "FAIL" } END { print s }' \
+            "$out/tests.log")
+        matrix[$id]=${status:--}
+    done
 else
     for bin in "${stages[@]}"; do
         id=${bin##*/stage_}
@@ -179,30 +187,52 @@ else
 fi
 
 # -------------------------------------------------------------------------- sanitizers
-small=(--check --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 --heads-kv 2 --head-dim 64
-       --causal)
+# Small shapes that reach every kernel configuration: each head_dim a stage builds (the
+# Hopper stages run 3 consumer warpgroups at head_dim 64, 2 at 128 and 256, with other
+# barrier counts), causal with seqlen_q < seqlen_k and GQA, fp16 at the last.
+small=(--check --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 --heads-kv 2 --causal)
+shape_of() {  # head_dim -> the extra arguments of that run
+    case $1 in
+        64) echo "--head-dim 64" ;;
+        128) echo "--head-dim 128 --dtype fp16" ;;
+        *) echo "--head-dim $1" ;;
+    esac
+}
+head_dims_of() {  # those of 64, 128, 256 a stage lists in its --help (a range: 64 only)
+    local line d out=""
+    line=$("$1" --help | sed -n 's/^  head_dim: *//p')
+    [[ $line =~ ^[0-9/]+$ ]] || { echo 64; return; }
+    for d in ${line//\// }; do
+        case $d in 64 | 128 | 256) out+="${out:+ }$d" ;; esac
+    done
+    echo "${out:-64}"
+}
 if ! sanitizer_bin=$(find_tool compute-sanitizer); then
     fail_note "compute-sanitizer: not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)"
 fi
 for bin in "${stages[@]}"; do
     id=${bin##*/stage_}
-    args=("${small[@]}")
-    if fx_stage_has_backward "$bin"; then args+=(--bwd); fi
+    bwd=()
+    if fx_stage_has_backward "$bin"; then bwd=(--bwd); fi
+    read -r -a dims <<<"$(head_dims_of "$bin")"
     for tool in memcheck racecheck synccheck; do
         if [[ -z ${sanitizer_bin:-} ]]; then
             sanitizer[$id,$tool]="-"
             continue
         fi
-        echo "=== $id $tool: ${args[*]} ===" >>"$out/sanitizer.log"
-        rc=0
-        "$sanitizer_bin" --tool "$tool" --error-exitcode 3 "$bin" "${args[@]}" \
-            >>"$out/sanitizer.log" 2>&1 || rc=$?
-        if ((rc == 0)); then
-            sanitizer[$id,$tool]=clean
-        else
-            sanitizer[$id,$tool]="exit $rc"
-            failed=1
-        fi
+        sanitizer[$id,$tool]=clean
+        for d in "${dims[@]}"; do
+            read -r -a extra <<<"$(shape_of "$d")"
+            args=("${small[@]}" "${extra[@]}" ${bwd[@]+"${bwd[@]}"})
+            echo "=== $id $tool: ${args[*]} ===" >>"$out/sanitizer.log"
+            rc=0
+            "$sanitizer_bin" --tool "$tool" --error-exitcode 3 "$bin" "${args[@]}" \
+                >>"$out/sanitizer.log" 2>&1 || rc=$?
+            if ((rc != 0)); then
+                sanitizer[$id,$tool]="exit $rc (head_dim $d)"
+                failed=1
+            fi
+        done
     done
 done
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fx_msg.h"
 #include "fx_stage.h"
 #include "model.h"
 
@@ -264,10 +265,9 @@ bool aligned_for_chunks(const void *ptr, const fx_layout *l)
 }
 cudaError_t refuse_misaligned(const char *direction)
 {
-    fprintf(stderr,
-            "stage 02_flash1 %s: inputs must be 16-byte aligned with strides that are "
-            "multiples of %d elements (16-byte tile loads)\n",
-            direction, kChunkElems);
+    fx_error("the %s's inputs must be 16-byte aligned with strides that are multiples of %d "
+             "elements (16-byte tile loads)",
+             direction, kChunkElems);
     return cudaErrorInvalidValue;
 }
 

@@ -208,6 +208,7 @@ __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
     return la;
 }
 
+/* UNIT(softmax_exp) */
 /* The softmax's two paths (stage 05's softmax state draws them in full), both relative to
  * R = round(m·c): the fast path, P = 2^(fma(S, c, −R)), whose maximum is 2^(m·c − R), within
  * half an ulp of |m·c| of 1; and from |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2,
@@ -215,7 +216,6 @@ __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
  * which finite inputs reach) the exact path, P = 2^(round(S·c) − R), whose maximum is exactly
  * 1 and none larger. One vote per warp and K/V block chooses. */
 constexpr float kSoftmaxExactFrom = 0x1p24f;
-static_assert(kSoftmaxExactFrom == FX_MODEL_SOFTMAX_EXACT_FROM, "the CPU model's threshold");
 
 /* P = 2^(S·c − R) in place, R = m_scaled, and this lane's part of ℓ. kExact: S·c rounded on
  * its own, then the subtraction; else one FFMA and one EX2 per score. */
@@ -240,6 +240,9 @@ __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kN
                     row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
                 }
 }
+
+/* END UNIT */
+static_assert(kSoftmaxExactFrom == FX_MODEL_SOFTMAX_EXACT_FROM, "the CPU model's threshold");
 
 /*
  * One K/V block for the warp's kRowsPerWarp rows. kMask: the block crosses the causal
@@ -315,6 +318,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
         }
     }
 
+    /* UNIT(mask_softmax) */
     // ---- Mask: keys past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q ----
     if (kMask) {
         // Query row of this lane's (m-tile 0, row g) entries; key of its column 2t of tile 0.
@@ -374,6 +378,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     else
         softmax_exp<Cfg, false>(acc_s, row_sum, m_scaled, scale_log2);
 
+        /* END UNIT */
         // ---- O += P·V, P converted from the S accumulators in registers ----
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {

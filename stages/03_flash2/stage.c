@@ -29,18 +29,15 @@ static size_t workspace_bytes(const fx_problem *p, bool backward)
     return backward ? fx_bwd_workspace_bytes_03(p) : 0;
 }
 
-/* The largest softmax_scale the backward takes. Forward and backward fold the scale into
- * one FFMA, exp2(S·scale·log2e − m·scale·log2e), so the exponent of a row's largest score
- * carries an fp32 rounding of about ulp(|S|·scale·log2e) instead of being exactly 0, and
- * P is rounded to the dtype while ℓ sums it in fp32. In a near-one-hot row O then misses
- * the one V row it should copy by an ulp, D = rowsum(dO∘O) misses dP, and dS = P∘(dP − D)
- * no longer cancels: dQ and dK come out far from their near-zero exact values. 8 lies below
- * the scale at which the stage fails and below the one past which the check can no longer
- * tell its error from the standard-attention baseline's (the measurements and their
- * commands: docs/03_flash2.md, "Why the backward's limit is 8"). It is not a promise for
- * every input (fp16 large logits still miss the bound at 8: "A known limit remains"
- * there; the help's limits say so). The default scale is 1/sqrt(head_dim); the real fix,
- * an exact row max, is exercise 4 of docs/03_flash2.md. */
+/* The largest softmax_scale the backward takes. In a near-one-hot row (large scores times
+ * the scale) dS = P∘(dP − D) nearly cancels, and the forward's rounding in O, which D =
+ * rowsum(dO∘O) carries, and the fp32 LSE from which P is recomputed leave dQ and dK far from
+ * their near-zero exact values. 8 lies below the scale at which the stage fails and below
+ * the one past which the check can no longer tell its error from the standard-attention
+ * baseline's (the measurements and their commands: docs/03_flash2.md, "Why the backward's
+ * limit is 8"). It is not a promise for every input (fp16 large logits still miss the bound
+ * at 8: "A known limit remains" there; the help's limits say so); the default scale is
+ * 1/sqrt(head_dim). Exercises 4 and 5 of docs/03_flash2.md try two ways past it. */
 #define BWD_MAX_SCALE 8.0
 
 /* Refuses, naming the limit: a scale past the backward's limit, a grid past 65535 heads or

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_units.sh [STAGES_DIR] — the copies that must stay equal across stages, checked.
+# check_units.sh [STAGES_DIR [MANIFEST]] — the copies that must stay equal across stages.
 #
 # A stage marks the code it inherits verbatim from an earlier stage, or introduces for the
 # later ones to inherit, as a unit:
@@ -17,12 +17,17 @@
 #
 # and its version becomes the reference for the stages after it. Fails (exit 1) on a copy
 # that differs, a marker without its END, a nested marker, or a "changed:" without a reason,
-# printing the unit, the two stages and a diff of their code. Needs bash, gcc (its
+# printing the unit, the two stages and a diff of their code; and when a stage lacks a unit
+# that MANIFEST (tests/shape/units.txt) lists for it, or carries one it does not list.
+# Needs bash, gcc (its
 # preprocessor strips the comments) and diff; no GPU. Registered as the CTest test
 # shape_units (label unit).
 set -euo pipefail
 
 stages_dir=${1:-$(dirname "${BASH_SOURCE[0]}")/../../stages}
+# The manifest of which stages carry which unit (units.txt beside this script; a second
+# argument names another, "" none).
+manifest=${2-$(dirname "${BASH_SOURCE[0]}")/units.txt}
 [[ -d $stages_dir ]] || { echo "check_units.sh: no folder $stages_dir" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -102,6 +107,34 @@ for stage in "$stages_dir"/[0-9][0-9]*/; do
         fi
     done < "$tmp/$id.list"
 done
+
+# The manifest: every listed stage carries its units, and no stage carries one unlisted.
+if [[ -n $manifest ]]; then
+    declare -A listed=()
+    while IFS= read -r line; do
+        line=${line%%#*}
+        [[ $line == *:* ]] || continue
+        name=${line%%:*} name=${name//[[:space:]]/}
+        read -r -a ids <<<"${line#*:}"
+        listed[$name]=1
+        for id in "${ids[@]}"; do
+            if [[ " ${seen_in[$name]:-} " != *" $id "* ]]; then
+                echo "FAIL: $id has no UNIT($name), which ${manifest##*/} lists for it"
+                fail=1
+            fi
+        done
+        for id in ${seen_in[$name]:-}; do
+            if [[ " ${ids[*]} " != *" $id "* ]]; then
+                echo "FAIL: $id carries UNIT($name), which ${manifest##*/} does not list for it"
+                fail=1
+            fi
+        done
+    done <"$manifest"
+    for name in "${!seen_in[@]}"; do
+        [[ -n ${listed[$name]:-} ]] ||
+            { echo "FAIL: UNIT($name) is in no line of ${manifest##*/}"; fail=1; }
+    done
+fi
 
 echo "units: ${#seen_in[@]}, inherited copies checked: $n_checked"
 for name in "${!seen_in[@]}"; do echo "  $name: ${seen_in[$name]}"; done | sort
