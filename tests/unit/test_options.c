@@ -160,9 +160,32 @@ START_TEST(a_qk_scale_that_overflows_the_dtype_is_refused_naming_the_limit)
     ck_assert_msg(r.rc == 0, "%s", r.why);
     assert_refused("--dtype fp16 --dist large-logits --qk-scale 1024", "65504", "1023.5");
     /* bf16 holds about 3.39e38: 8 sigma of a normal allows 4.2e37. */
-    r = parse("--qk-scale 1e37");
-    ck_assert_msg(r.rc == 0, "%s", r.why);
     assert_refused("--qk-scale 1e38", "bf16", "largest finite");
+}
+END_TEST
+
+/* The logits S·scale·log2 e must stay in fp32's range: at head_dim 128 and the default
+ * scale, 128 · (8X)² · 0.0884 · 1.4427 < 2^127 holds for X up to about 4e17. */
+START_TEST(logits_past_fp32s_range_are_refused_naming_the_limit)
+{
+    parsed r = parse("--qk-scale 1e17");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    assert_refused("--qk-scale 1e18", "fp32's range", "2^127");
+    assert_refused("--qk-scale 1e10 --scale 1e20", "fp32's range", "--scale");
+    r = parse("--scale 1e20");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+}
+END_TEST
+
+/* --matrix makes its own cases: a mode or problem option beside it would be ignored. */
+START_TEST(the_matrix_refuses_the_options_it_would_ignore)
+{
+    parsed r = parse("--matrix");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert(r.o.matrix);
+    assert_refused("--matrix --bench", "--matrix runs its own cases", "--bench");
+    assert_refused("--matrix --head-dim 64", "--matrix runs its own cases", "problem options");
+    assert_refused("--matrix --csv x.csv", "--matrix runs its own cases", "--csv");
 }
 END_TEST
 
@@ -233,7 +256,7 @@ START_TEST(a_full_valid_line_sets_every_field)
 {
     parsed r = parse("--batch 2 --seqlen-q 100 --seqlen-k 300 --heads-q 8 --heads-kv 2 "
                      "--head-dim 64 --dtype fp16 --causal --scale 0.2 --seed 42 --dist outliers "
-                     "--check --bench --bwd --matrix --repeat 3 --fuzz 5 --warmup 2 "
+                     "--check --bench --bwd --repeat 3 --fuzz 5 --warmup 2 "
                      "--iters 7 --spin-us 0 --ref-slices 9 --qk-scale 3.5 --csv out.csv");
     ck_assert_msg(r.rc == 0, "%s", r.why);
     const fx_problem *p = &r.o.problem;
@@ -252,7 +275,7 @@ START_TEST(a_full_valid_line_sets_every_field)
     ck_assert(r.o.check);
     ck_assert(r.o.bench);
     ck_assert(r.o.backward);
-    ck_assert(r.o.matrix);
+    ck_assert(!r.o.matrix);
     ck_assert(!r.o.cpu);
     ck_assert_int_eq(r.o.repeat, 3);
     ck_assert_int_eq(r.o.fuzz, 5);
@@ -429,6 +452,8 @@ static Suite *options_suite(void)
     tcase_add_test(refuse, an_empty_csv_file_name_is_refused);
     tcase_add_test(refuse, a_qk_scale_that_is_not_finite_and_positive_is_refused);
     tcase_add_test(refuse, a_qk_scale_that_overflows_the_dtype_is_refused_naming_the_limit);
+    tcase_add_test(refuse, logits_past_fp32s_range_are_refused_naming_the_limit);
+    tcase_add_test(refuse, the_matrix_refuses_the_options_it_would_ignore);
     suite_add_tcase(s, refuse);
 
     TCase *accept = tcase_create("acceptance");
