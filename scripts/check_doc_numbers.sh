@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check_doc_numbers.sh — the measured numbers of README.md and docs/*.md come from the
-# committed CSVs under plots/data (STYLE.md: generated, never typed by hand). A CTest
+# committed CSVs under plots/data (docs/STYLE.md: generated, never typed by hand). A CTest
 # test (no GPU, no build needed) and a command to run before committing a doc.
 #
 #   scripts/check_doc_numbers.sh [FILE.md...]      (default: README.md docs/*.md)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# format.sh — one formatter, one column limit (shared/STYLE.md): the repository's C, C++
+# format.sh — one formatter, one column limit (docs/STYLE.md): the repository's C, C++
 # and CUDA sources under the committed .clang-format, and no source line over 100 columns.
 #
 #   scripts/format.sh                 format the sources in place (clang-format 14), then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen_doc_tables.sh — regenerates the measured tables of the docs between their markers,
-# from the committed CSVs under plots/data (STYLE.md: generated, never typed by hand).
+# from the committed CSVs under plots/data (docs/STYLE.md: generated, never typed by hand).
 #
 #   scripts/gen_doc_tables.sh [--check] FILE.md...
 #
