@@ -42,7 +42,9 @@ const fx_stage fx_stage_02_flash1 = {
             .sm90a_only = false,
             .limits = "one thread block per (batch, head): batch*heads below the SM count "
                       "leaves SMs idle; 96 KiB shared memory per block; tensors 16-byte aligned "
-                      "with strides in multiples of 8 elements",
+                      "with strides in multiples of 8 elements; fp16 at logits (softmax_scale·S in "
+                      "magnitude) of ~1e4 can miss the pass rule, forward and backward: its "
+                      "fp32 sums run in sequence (docs/02_flash1.md, large logits)",
         },
     .workspace_bytes = workspace_bytes,
     .check_problem = NULL,

@@ -87,8 +87,9 @@ const fx_stage fx_stage_03_flash2 = {
                 "shared memory per block (Hopper), head_dim 96 and 128 need 96 and 64 KiB; the "
                 "backward needs 162, 113, 161 and 139 KiB at head_dim 64, 96, 128, 256 "
                 "(A100 and Hopper); the backward misses the pass rule from logits "
-                "(|softmax_scale·S|) of ~1e4 in fp16 and ~1e5 in bf16: an fp32 LSE cannot "
-                "hold P's exponent finely enough there (docs/03_flash2.md, large logits)",
+                "(softmax_scale·S in magnitude) of ~1e4 in fp16 and ~1e5 in bf16 and gives "
+                "inf and NaN gradients from ~1e9: it recomputes P's exponent from LSE·log2e, "
+                "rounded apart from the forward's (docs/03_flash2.md, large logits)",
         },
     .workspace_bytes = workspace_bytes,
     .check_problem = check_problem,
