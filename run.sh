@@ -13,11 +13,14 @@
 #
 # Each program build/bin/stage_* runs, in order, with `--check --bench --csv FILE`
 # and the options given; FILE is plots/data/ladder_<UTC date>_<device>.csv (rows are
-# appended; the table shows this run's). The figure is plots/ladder.png and .svg
-# (plots/ladder.gp), where gnuplot is installed.
+# appended; the table shows this run's). With --bwd, a stage without a backward (its
+# --help says "backward: no") runs its forward alone, and the table says so. The figure
+# is plots/ladder.png and .svg (plots/ladder.gp), where gnuplot is installed.
 # Without a GPU (the stages exit 77) it runs each stage's CPU model instead, on a
 # small problem (batch 1, seqlen 256, heads 2, head_dim 64), against the fp64
-# reference.
+# reference, with the backward where the stage has one. Refused with the backward, a
+# model runs forward only, and the table says so: a CPU model without a backward, and,
+# where run.sh added --bwd itself, options only the backward refuses (--scale 9).
 # Exit status: 0; 1 when a stage fails its check or its CPU model's, or when there
 # is no GPU and FX_REQUIRE_GPU=1; 2 when every stage refused the options.
 set -euo pipefail
@@ -100,13 +103,28 @@ last_line() { grep -v '^[[:space:]]*$' "$1" | tail -n 1 | sed 's/^[[:space:]]*//
 # -------------------------------------------------------------------------------------
 # The GPU ladder.
 
-declare -a ids=() rcs=() notes=()
+# --bwd given: a stage without a backward (its --help says "backward: no") would refuse it
+# and write no row, so it runs its forward alone, as bench/sweep.sh does (said in the table).
+user_bwd=0 args_fwd=()
+for a in ${args[@]+"${args[@]}"}; do
+    if [[ $a == --bwd ]]; then user_bwd=1; else args_fwd+=("$a"); fi
+done
+no_bwd_note="forward only: no backward (its --help says backward: no), --bwd left out"
+
+declare -a ids=() rcs=() notes=() fwd_notes=()
 failed=0 ran=0 no_gpu=0 refused=0 no_gpu_reason=""
 for bin in "${stages[@]}"; do
     id=${bin##*/stage_}
     echo
     echo "=== stage $id ==="
-    run_stage "$bin" ${args[@]+"${args[@]}"} --check --bench --csv "$csv_run"
+    stage_args=(${args[@]+"${args[@]}"})
+    fwd_note=""
+    if ((user_bwd)) && ! fx_stage_has_backward "$bin"; then
+        stage_args=(${args_fwd[@]+"${args_fwd[@]}"})
+        fwd_note=$no_bwd_note
+        echo "run.sh: $id: $fwd_note"
+    fi
+    run_stage "$bin" ${stage_args[@]+"${stage_args[@]}"} --check --bench --csv "$csv_run"
     note=""
     case $rc in
         0) ran=$((ran + 1)) ;;
@@ -136,6 +154,7 @@ for bin in "${stages[@]}"; do
     ids+=("$id")
     rcs+=("$rc")
     notes+=("$note")
+    fwd_notes+=("$fwd_note")
 done
 
 # -------------------------------------------------------------------------------------
@@ -150,7 +169,7 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
             --batch | --seqlen | --seqlen-q | --seqlen-k | --heads | --heads-q | --heads-kv | \
             --head-dim | --csv | --warmup | --iters | --repeat)
                 i=$((i + 1)) ;;
-            --bench | --matrix) ;;
+            --bench | --matrix | --bwd) ;;  # --bwd: added below where the stage has one
             *) cpu_args+=("${args[i]}") ;;
         esac
     done
@@ -165,20 +184,34 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
         id=${bin##*/stage_}
         echo
         echo "=== stage $id: CPU model ==="
-        # The backward too where the stage has one (its --help says so); a CPU model
-        # without a backward is retried forward only.
-        bwd=()
-        if fx_stage_has_backward "$bin"; then bwd=(--bwd); fi
+        # The backward too where the stage has one (its --help says so). Refused with it,
+        # the model runs forward only, said so: a CPU model without a backward, or, where
+        # run.sh added --bwd by itself, options the backward alone refuses (./run.sh
+        # --scale 9: the backward takes softmax_scale up to 8). --bwd given and refused for
+        # the backward stays a refusal.
+        bwd=() fwd_note=""
+        if fx_stage_has_backward "$bin"; then
+            bwd=(--bwd)
+        elif ((user_bwd)); then
+            fwd_note=$no_bwd_note
+        fi
         run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" \
             ${cpu_args[@]+"${cpu_args[@]}"}
-        if ((rc == 2)) && ((${#bwd[@]})) && grep -q 'CPU model has no backward' "$log"; then
-            run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+        if ((rc == 2)) && ((${#bwd[@]})); then
+            why=$(last_line "$log")
+            if grep -q 'CPU model has no backward' "$log" || ((!user_bwd)); then
+                echo "run.sh: $id: refused with the backward ($why): forward only"
+                run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+                # Refused again: the forward's refusal, reported as such.
+                ((rc == 2)) ||
+                    fwd_note="forward only: refused with the backward: ${why#stage_"$id": }"
+            fi
         fi
         case $rc in
-            0) cpu_result+=("CPU model: pass") ;;
-            1) cpu_result+=("CPU model: FAIL"); cpu_failed=1 ;;
+            0) cpu_result+=("CPU model: pass${fwd_note:+ ($fwd_note)}") ;;
+            1) cpu_result+=("CPU model: FAIL${fwd_note:+ ($fwd_note)}"); cpu_failed=1 ;;
             2)
-                if grep -q 'no CPU model' "$log"; then
+                if grep -Eq 'no CPU model|CPU model, and this stage has none' "$log"; then
                     cpu_result+=("built, no CPU model")
                 else
                     cpu_result+=("refused: $(last_line "$log")")
@@ -208,7 +241,8 @@ if [[ ! -s $csv_run ]]; then
         echo "No GPU, and FX_REQUIRE_GPU=$FX_REQUIRE_GPU makes that a failure."
     fi
     for ((i = 0; i < ${#ids[@]}; ++i)); do
-        printf '  %-24s exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"
+        printf '  %-24s exit %s  %s%s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}" \
+            "${fwd_notes[i]:+ (${fwd_notes[i]})}"
     done
     if ((failed)); then exit 1; fi
     if ((refused == ${#ids[@]})); then exit 2; fi
@@ -262,8 +296,9 @@ END {
     for (i = 1; i <= no; ++i) print other[i]
 }' "$csv_run"
 
-# Stages that wrote no row, and why.
+# Stages that wrote no row, and why; stages run without --bwd.
 for ((i = 0; i < ${#ids[@]}; ++i)); do
+    [[ -z ${fwd_notes[i]} ]] || printf '%-20s %s\n' "${ids[i]}" "${fwd_notes[i]}"
     if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' \
             "$csv_run"; then
         printf '%-20s no row: exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"

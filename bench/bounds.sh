@@ -34,8 +34,11 @@
 # (an empty cell where a bound cannot be computed). Marked rows (stage NAME@TAG: a
 # baseline build's or another spin's, bench/sweep.sh) are left out of both unless
 # --tagged. A CSV with a `variant` column (an ablation's) names each runner
-# stage:variant. The runner column is as wide as the longest name. POSIX awk; no GPU
-# needed.
+# stage:variant. The runner column is as wide as the longest name. A row cut short (not
+# the header's field count) or with text where a number belongs is skipped, with a
+# warning. POSIX awk; no GPU needed.
+# Exit status: 0; 2 on bad usage (an option without its value, a number that is not
+# positive, an OUT that cannot be written) or input (not a sweep CSV, no usable row).
 set -euo pipefail
 
 usage() {
@@ -45,16 +48,22 @@ die() {
     echo "bounds.sh: $*" >&2
     exit 2
 }
+# needs WHAT "$@": the option $1 has its value $2, else a usage error (exit 2).
+needs() {
+    local what=$1
+    shift
+    if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs $what"; fi
+}
 
 csv="" out="" copy_tbps="" clock_mhz="" flop_per_clock="" direction="" tagged=0
 while (($#)); do
     case $1 in
         --tagged) tagged=1 ;;
-        --direction) direction=${2:?--direction needs fwd or bwd}; shift ;;
-        --csv) out=${2:?--csv needs a file}; shift ;;
-        --copy-tbps) copy_tbps=${2:?--copy-tbps needs TB/s}; shift ;;
-        --clock-mhz) clock_mhz=${2:?--clock-mhz needs MHz}; shift ;;
-        --flop-per-sm-clock) flop_per_clock=${2:?--flop-per-sm-clock needs a number}; shift ;;
+        --direction) needs "fwd or bwd" "$@"; direction=$2; shift ;;
+        --csv) needs "a file" "$@"; out=$2; shift ;;
+        --copy-tbps) needs "TB/s" "$@"; copy_tbps=$2; shift ;;
+        --clock-mhz) needs "MHz" "$@"; clock_mhz=$2; shift ;;
+        --flop-per-sm-clock) needs "a number" "$@"; flop_per_clock=$2; shift ;;
         -h | --help) usage; exit 0 ;;
         -*) die "unknown option '$1' (bench/bounds.sh --help)" ;;
         *) [[ -z $csv ]] || die "one CSV at a time"; csv=$1 ;;
@@ -64,22 +73,58 @@ done
 [[ -n $csv ]] || { usage >&2; exit 2; }
 [[ -z $direction || $direction == fwd || $direction == bwd ]] ||
     die "--direction must be fwd or bwd"
-[[ -r $csv ]] || die "cannot read $csv"
+# positive OPTION VALUE: VALUE is a positive finite number (1.5, 3e3), else a usage error.
+positive() {
+    if ! [[ $2 =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] ||
+        ! awk -v x="$2" 'BEGIN { exit !(x + 0 > 0 && x + 0 < 1e300) }'; then
+        die "$1 must be a positive number (got '$2')"
+    fi
+}
+[[ -z $copy_tbps ]] || positive --copy-tbps "$copy_tbps"
+[[ -z $clock_mhz ]] || positive --clock-mhz "$clock_mhz"
+[[ -z $flop_per_clock ]] || positive --flop-per-sm-clock "$flop_per_clock"
+[[ -e $csv ]] || die "no file $csv"
+[[ ! -d $csv ]] || die "$csv is a directory, not a sweep CSV"
+[[ -f $csv && -r $csv ]] || die "cannot read $csv"
+# writable FILE: an existing regular file that opens for appending (its contents
+# untouched), or a new file in a directory where one can be made (tried: a directory can
+# say writable and refuse, as /proc does for root).
+writable() {
+    local f=$1 d probe
+    if [[ -e $f || -L $f ]]; then
+        [[ -f $f ]] && { : >>"$f"; } 2>/dev/null
+        return
+    fi
+    d=$(dirname "$f")
+    [[ -d $d ]] && probe=$(mktemp "$d/.bounds_probe.XXXXXX" 2>/dev/null) && rm -f "$probe"
+}
+if [[ -n $out ]]; then
+    [[ ! $out -ef $csv ]] || die "--csv $out is the input CSV: name another file"
+    writable "$out" || die "--csv $out: cannot write it (a writable file in an existing folder)"
+fi
 first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
     die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns" \
         "(FX_CSV_HEADER)"
 [[ $(wc -l <"$csv") -gt 1 ]] || die "$csv has a header and no rows"
 
-augmented=$(mktemp)
-trap 'rm -f "$augmented"' EXIT
+augmented=$(mktemp) bad_count=$(mktemp)
+trap 'rm -f "$augmented" "$bad_count"' EXIT
 
 # median() for both awk programs below (bench/awk_median.awk).
 awk_median=$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")
 
 # Pass 1 (NR == FNR): the copy bandwidth of each device. Pass 2: the bounds of each row.
 awk -F, -v OFS=, -v copy_opt="$copy_tbps" -v clock_opt="$clock_mhz" -v fpc_opt="$flop_per_clock" \
-    -v tagged="$tagged" "$awk_median"'
+    -v tagged="$tagged" -v csv="$csv" -v bad_count="$bad_count" "$awk_median"'
+# A row is used whole or not at all: the header'"'"'s field count, and numbers where the
+# bounds read them (a row cut short, or text in a number, would be drawn as zeros).
+function is_num(x) { return x ~ /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ }
+function usable(    k) {
+    if (NF != nh || $c["stage"] == "") return 0
+    for (k = 1; k <= nnum; ++k) if (!is_num($c[numeric[k]])) return 0
+    return 1
+}
 # Dense tensor-core FLOP per SM per clock, by device and dtype; "" when unknown.
 function flop_per_clock(dev, dtype) {
     if (fpc_opt != "") return fpc_opt
@@ -97,14 +142,22 @@ function pairs(sq, sk, causal,    i0, rows, first) {
 }
 function elem_bytes(dtype) { return dtype == "e4m3" ? 1 : 2 }
 function pct(x) { return x == "" ? "" : sprintf("%.1f", x) }
-FNR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; hdr = $0; next }
+FNR == 1 {
+    for (i = 1; i <= NF; ++i) c[$i] = i
+    hdr = $0; nh = NF
+    nnum = split("sm_count sm_clock_mhz ms tflops batch seqlen_q seqlen_k heads_q heads_kv " \
+                 "head_dim causal", numeric, " ")
+    next
+}
 NR == FNR {
-    if ($c["stage"] == "copy_bw") copies[$c["device"]] = copies[$c["device"]] " " $c["tflops"]
+    if (usable() && $c["stage"] == "copy_bw")
+        copies[$c["device"]] = copies[$c["device"]] " " $c["tflops"]
     next
 }
 FNR == 2 {
     print hdr, "peak_tflops,pct_tensor,exp_ms,pct_exp,hbm_bytes,copy_tbps,hbm_ms,pct_hbm,bound"
 }
+!usable() { if (!nbad++) first_bad = FNR; next }
 !tagged && index($c["stage"], "@") { next }
 {
     stage = $c["stage"]; dev = $c["device"]; dtype = $c["dtype"]
@@ -146,7 +199,16 @@ FNR == 2 {
           (exp_ms == "" ? "" : sprintf("%.5f", exp_ms)), pct(p_e),
           (bytes == "" ? "" : sprintf("%.0f", bytes)), (bw == "" ? "" : sprintf("%.3f", bw)),
           (hbm_ms == "" ? "" : sprintf("%.5f", hbm_ms)), pct(p_h), best
+}
+END {
+    printf "%d\n", nbad > bad_count
+    if (nbad)
+        printf "bounds.sh: warning: %d row(s) of %s skipped, cut short or not numeric where " \
+               "a number belongs (the first: line %d)\n", nbad, csv, first_bad | "cat 1>&2"
 }' "$csv" "$csv" >"$augmented"
+if (($(<"$bad_count") > 0)) && (($(wc -l <"$augmented") < 2)); then
+    die "no usable row in $csv: every row is cut short or not numeric"
+fi
 
 if [[ -n $out ]]; then
     cp "$augmented" "$out"

@@ -14,7 +14,8 @@
 # With one repeat there is no spread and the verdict says so. Then a summary per runner:
 # points, how many faster, slower and within the spread, and the range and median of the
 # ratios. Needs no GPU (POSIX awk).
-# Exit status: 0; 1 when no runner has both rows at any point; 2 on bad usage or input.
+# Exit status: 0; 1 when no runner has both rows at any point; 2 on bad usage (TAG
+# --against TAG too, an option without its value) or input.
 set -euo pipefail
 
 usage() {
@@ -24,12 +25,18 @@ die() {
     echo "compare.sh: $*" >&2
     exit 2
 }
+# needs WHAT "$@": the option $1 has its value $2, else a usage error (exit 2).
+needs() {
+    local what=$1
+    shift
+    if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs $what"; fi
+}
 csv="" tag="" against="" direction=""
 while (($#)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
-        --against) against=${2:?--against needs a tag}; shift ;;
-        --direction) direction=${2:?--direction needs fwd or bwd}; shift ;;
+        --against) needs "a tag" "$@"; against=$2; shift ;;
+        --direction) needs "fwd or bwd" "$@"; direction=$2; shift ;;
         -*) die "unknown option '$1' (bench/compare.sh --help)" ;;
         *)
             if [[ -z $csv ]]; then csv=$1
@@ -48,6 +55,9 @@ first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
     die "$csv is not a sweep CSV (its first line has no stage, direction and tflops columns)"
 against=${against#@}
+[[ $against != "$tag" ]] ||
+    die "--against $against is TAG itself: compare @$tag with another tag, or leave out" \
+        "--against (the unmarked rows)"
 
 # The table (awk prints tab-separated rows with a sort key; the shell sorts and aligns).
 rows=$(awk -F, -v tag="$tag" -v against="$against" -v want="$direction" \

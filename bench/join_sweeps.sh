@@ -7,8 +7,12 @@
 # Each part must be a sweep CSV with the same header, beside its .meta (CSV minus .csv,
 # plus .meta, as bench/sweep.sh writes them), and the parts must agree on what decides
 # the numbers: direction, repeats, iters, warmup, spin_us, spin_compare, stages,
-# baselines, runners, the points' definition and dtype. A disagreement is an error
-# (exit 1) unless --force, which joins anyway and writes each difference into the .meta.
+# baselines, runners, the points' definition and dtype; and their --part K/N (the part=
+# line of each .meta) must be one split, each part from 1/N to N/N given once. A
+# disagreement, a part given twice or missing is an error (exit 1) unless --force, which
+# joins anyway and writes each difference into the .meta. OUT is checked writable first.
+# Exit status: 0; 1 on such a disagreement; 2 on bad usage or input (a file that cannot
+# be read or written, not a sweep CSV, parts with different headers).
 # Writes OUT.csv (the header, then every part's rows in the order given: the stage rows,
 # the peers' rows and each part's reference rows, which measure the same GPU in each
 # run) and OUT.meta: how they were joined (the command, the parts, their rows and
@@ -40,8 +44,24 @@ done
 [[ -n $out ]] || { usage >&2; exit 2; }
 ((${#parts[@]} >= 1)) || die "give the parts' CSVs after OUT.csv"
 [[ $out == *.csv ]] || die "OUT must end in .csv (its .meta goes beside it)"
+# writable FILE: an existing regular file that opens for appending (its contents
+# untouched), or a new file where one can be made (the nearest existing folder tried: a
+# folder can say writable and refuse, as /proc does for root).
+writable() {
+    local f=$1 d probe
+    if [[ -e $f || -L $f ]]; then
+        [[ -f $f ]] && { : >>"$f"; } 2>/dev/null
+        return
+    fi
+    d=$(dirname "$f")
+    while [[ ! -e $d ]]; do d=$(dirname "$d"); done
+    [[ -d $d ]] && probe=$(mktemp "$d/.join_probe.XXXXXX" 2>/dev/null) && rm -f "$probe"
+}
+for f in "$out" "${out%.csv}.meta"; do
+    writable "$f" || die "cannot write $f (OUT: a writable file, checked before joining)"
+done
 for p in "${parts[@]}"; do
-    [[ -r $p ]] || die "cannot read $p"
+    [[ -r $p && -f $p ]] || die "cannot read $p"
     [[ $(cd "$(dirname "$p")" && pwd)/${p##*/} != \
         "$(cd "$(dirname "$out")" 2>/dev/null && pwd)/${out##*/}" ]] ||
         die "OUT ($out) is one of the parts"
@@ -74,6 +94,38 @@ for key in "${shared_keys[@]}"; do
         [[ $v == "$v0" ]] || problems+=("$key differs: '$v0' in ${parts[0]}, '$v' in $p")
     done
 done
+# The parts' --part K/N (their part= lines): one split, each K from 1 to N exactly once.
+declare -A part_of=()
+split_n="" split_from=""
+for p in "${parts[@]}"; do
+    kn=$(value "$(meta_of "$p")" part)
+    if ! [[ $kn =~ ^([0-9]+)/([0-9]+) ]]; then
+        [[ ! -r $(meta_of "$p") ]] ||
+            problems+=("$p is not a part (its .meta has no part= line: a whole sweep, no --part)")
+        continue
+    fi
+    k=${BASH_REMATCH[1]} n=${BASH_REMATCH[2]}
+    if [[ -z $split_n ]]; then
+        split_n=$n split_from=$p
+    elif [[ $n != "$split_n" ]]; then
+        problems+=("parts of different splits: --part .../$split_n in $split_from," \
+            "--part $k/$n in $p")
+        continue
+    fi
+    if [[ -n ${part_of[$k]:-} ]]; then
+        problems+=("part $k/$n given twice: ${part_of[$k]} and $p (its rows would count twice)")
+    else
+        part_of[$k]=$p
+    fi
+done
+if [[ -n $split_n ]]; then
+    missing=""
+    for ((k = 1; k <= split_n; ++k)); do
+        [[ -n ${part_of[$k]:-} ]] || missing+="${missing:+, }$k/$split_n"
+    done
+    [[ -z $missing ]] ||
+        problems+=("part(s) $missing missing: the joined sweep would lack their points")
+fi
 # The baselines (one baseline= line each).
 b0=$(sed -n 's/^baseline=//p' "$(meta_of "${parts[0]}")" 2>/dev/null | paste -sd' ' - || true)
 for p in "${parts[@]:1}"; do

@@ -469,7 +469,8 @@ class Peers:
         """fx_time: warm-up, then each call alone between two events, after the L2 flush
         and a spin of spin_us; returns (median, min, max ms, SM MHz, calls in which the
         GPU had passed the start event before the host finished enqueueing, the longest
-        enqueue in us)."""
+        enqueue in us, calls in which the GPU had reached the stop event when the host
+        returned from the call)."""
         cuda = self.torch.cuda
         cycles = spin_cycles(spin_us, self.max_mhz) if self.has_sleep else 0
         for _ in range(warmup):
@@ -478,6 +479,7 @@ class Peers:
         stop = cuda.Event(enable_timing=True)
         ms = []
         late = 0
+        idle_in = 0
         enqueue_us = 0.0
         for r in range(iters):
             cuda.synchronize()
@@ -488,14 +490,20 @@ class Peers:
             start.record()
             fn()
             stop.record()
+            # Asked at once: the GPU had done the call's work and reached the stop event
+            # before the host returned from the call, so it waited for the host, at least
+            # from the end of the call's last kernel, inside the interval.
+            stop_done = stop.query()
             t1 = time.perf_counter()
             if start.query():            # the GPU had passed the start event before the
                 late += 1                # host had enqueued the call: latency was timed
+            if stop_done:
+                idle_in += 1
             stop.synchronize()
             ms.append(start.elapsed_time(stop))
             enqueue_us = max(enqueue_us, (t1 - t0) * 1e6)
         mhz = self.clock.mhz()  # right after the timed calls, as the harness reads it
-        return statistics.median(ms), min(ms), max(ms), mhz, late, enqueue_us
+        return statistics.median(ms), min(ms), max(ms), mhz, late, enqueue_us, idle_in
 
 
 # ----------------------------------------------------------------------------------------
@@ -535,13 +543,17 @@ def row(ctx, args, stage, direction, problem, timing, rate):
 
 
 def timing_note(args, timing):
-    """The spin's part of a result line: the spin, the longest enqueue, late calls."""
-    late, enqueue_us = timing[4], timing[5]
+    """The spin's part of a result line: the spin, the longest enqueue, late calls, calls
+    in which the GPU waited for the host before the call returned."""
+    late, enqueue_us, idle_in = timing[4], timing[5], timing[6]
     text = "  spin %g us, enqueue <= %.0f us" % (args.spin_us, enqueue_us)
     if late:
         text += ", GPU idle at enqueue in %d/%d calls" % (late, args.iters)
         if args.spin_us > 0:
             text += " (spin too short)"
+    if idle_in:
+        text += (", GPU idle before the call returned in %d/%d calls (host time timed)"
+                 % (idle_in, args.iters))
     return text
 
 

@@ -20,8 +20,9 @@
 # Needs gnuplot, not a GPU: render on any machine from the CSV the GPU run returned.
 # Each figure carries the command that regenerates it, at its foot:
 #   gnuplot -c plots/fa3_sweep.gp SWEEP.csv HEAD_DIM CAUSAL [bwd] [tagged] [OUT]
-# Exit status: 0; 1 when the CSV has no rows to draw (said why); 2 on bad usage or a
-# file that is not a sweep CSV (said why).
+# Exit status: 0; 1 when nothing is drawn or a figure failed (said why: no rows to draw, a
+# row cut short or not numeric, gnuplot failing); 2 on bad usage or a file that is not a
+# sweep CSV (said why).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,13 +33,19 @@ die() {
     echo "plot.sh: $*" >&2
     exit 2
 }
+# needs WHAT "$@": the option $1 has its value $2, else a usage error (exit 2).
+needs() {
+    local what=$1
+    shift
+    if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs $what"; fi
+}
 csv="" outdir="" direction="" readme=0 prefix="" tagged=0
 while (($#)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
-        --direction) direction=${2:?--direction needs fwd, bwd or both}; shift ;;
+        --direction) needs "fwd, bwd or both" "$@"; direction=$2; shift ;;
         --readme) readme=1 ;;
-        --out) prefix=${2:?--out needs a prefix}; shift ;;
+        --out) needs "a prefix" "$@"; prefix=$2; shift ;;
         --tagged) tagged=1 ;;
         -*) die "unknown option '$1' (bench/plot.sh --help)" ;;
         *)
@@ -70,6 +77,28 @@ if (($(wc -l <"$csv") < 2)); then
     echo "plot.sh: $csv has a header and no rows: nothing to draw" >&2
     exit 1
 fi
+# Every row whole, with numbers where the figures read them: a row cut short or with text
+# in a number would fail in gnuplot or be drawn as a zero. Said with its line; nothing drawn.
+bad_row=$(awk -F, '
+    function is_num(x) { return x ~ /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ }
+    NR == 1 {
+        for (i = 1; i <= NF; ++i) c[$i] = i
+        nh = NF
+        nnum = split("sm_count sm_clock_mhz ms tflops batch seqlen_q seqlen_k heads_q " \
+                     "heads_kv head_dim causal", num, " ")
+        next
+    }
+    NF != nh { printf "line %d has %d fields, the header %d (cut short?)", NR, NF, nh; exit }
+    {
+        for (k = 1; k <= nnum; ++k)
+            if ((num[k] in c) && !is_num($c[num[k]])) {
+                printf "line %d: %s is \"%s\", not a number", NR, num[k], $c[num[k]]; exit
+            }
+    }' "$csv")
+if [[ -n $bad_row ]]; then
+    echo "plot.sh: $csv: $bad_row: nothing drawn (fix or drop the row)" >&2
+    exit 1
+fi
 # shellcheck source=bench/sweep_dirs.sh
 source bench/sweep_dirs.sh
 read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
@@ -99,7 +128,7 @@ mkdir -p "$(dirname "$base")"
 
 tag_arg=()
 ((tagged)) && tag_arg=(tagged)
-made=0 found=0
+made=0 found=0 failed=0
 for dir in "${dirs[@]}"; do
     # The (head_dim, causal) pairs of this direction's rows, in order.
     pairs=$(awk -F, -v d="$dir" -v tagged="$tagged" '
@@ -128,6 +157,7 @@ for dir in "${dirs[@]}"; do
             made=$((made + 1))
         else
             echo "plot.sh: gnuplot failed for $dir, head_dim $hd, causal $causal" >&2
+            failed=$((failed + 1))
         fi
     done <<<"$pairs"
 done
@@ -136,7 +166,19 @@ if ((!found)); then
     exit 1
 fi
 echo "$made figure(s) from $csv"
+if ((failed || made == 0)); then
+    echo "plot.sh: $failed figure(s) failed, $made drawn: exit 1" >&2
+    exit 1
+fi
 if ((!readme)) && [[ -z $prefix ]]; then
-    echo "(named after the CSV: the README's figures, plots/fa3_<dir>_hd*, are unchanged;" \
-        "bench/plot.sh --readme $csv writes those)"
+    echo "(named after the CSV: the README's figures, plots/fa3_<dir>_hd*, are unchanged)"
+    # --readme is for a whole forward or backward sweep (its .meta names bench/sweep.sh or
+    # bench/join_sweeps.sh, and no --part): not a ladder's CSV, an ablation's or one part.
+    meta=${csv%.csv}.meta
+    if [[ -r $meta && ,$first, != *,variant,* ]] &&
+        grep -E '^command=bench/(sweep|join_sweeps)\.sh' "$meta" >/dev/null &&
+        ! grep '^part=' "$meta" >/dev/null; then
+        echo "(bench/plot.sh --readme $csv would overwrite those with this CSV's figures: only" \
+            "for the CSV the README's results table comes from)"
+    fi
 fi

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # selftest.sh — the benchmark tools tested without a GPU: bench/sweep.sh, peers.py,
-# join_sweeps.sh, compare.sh, bounds.sh, plot.sh and scripts/gen_readme_results.sh run
-# against stand-ins (bench/selftest/): stage programs that print and write what the
+# join_sweeps.sh, compare.sh, bounds.sh, plot.sh, scripts/gen_readme_results.sh, run.sh
+# (from a tree of its own under the temporary folder) and tests/gpu/run.sh's usage errors
+# run against stand-ins (bench/selftest/): stage programs that print and write what the
 # harness does (fake_stage.sh: one with a backward, one without, an "old build" without
-# --spin-us and with an older CSV header), a PyTorch with a simulated GPU stream
-# (site/torch: host dispatch costs busy-wait, GPU work runs after what was enqueued
-# before it, so a missing spin shows up as on a GPU), the fa3-fwd package's interface
-# (fa3/: its signatures, its flash_attn_config quirk, its dist-info) and an nvidia-smi.
+# --spin-us and with an older CSV header, CPU models, refusals), a PyTorch with a
+# simulated GPU stream (site/torch: host dispatch costs busy-wait, GPU work runs after
+# what was enqueued before it, so a missing spin shows up as on a GPU), the fa3-fwd
+# package's interface (fa3/: its signatures, its flash_attn_config quirk, its dist-info,
+# host work after its kernel on request) and an nvidia-smi.
 # A CTest test (label unit); nothing here measures anything.
 #
 #   bench/selftest.sh [-v]      (-v: print every command's output)
@@ -134,17 +136,74 @@ if ((has_python)); then
         has "$T/p6.out" 'fa3 *bwd .*TFLOP/s'
     run_to "$T/p7.out" "${P[@]}" --heads-kv 3 && rc=0 || rc=$?
     expect "peers.py: heads not a multiple of heads_kv is exit 2" rc_is "$rc" 2
+    expect "peers.py: no GPU idle inside the calls where the host keeps ahead" \
+        hasnt "$T/p.out" 'before the call returned'
+    run_to "$T/p8.out" env FAKE_FA3_HOST_AFTER_US=3000 "${P[@]}" --backends fa3 || true
+    expect "peers.py: host work after FA3's kernel seen (GPU idle before the call returned)" \
+        has "$T/p8.out" 'fa3 .*GPU idle before the call returned in 4/4 calls (host time timed)'
 fi
 
 # ---------------------------------------------------------------------------------------
 # sweep.sh: usage errors, the plan, a run with a baseline and another spin.
 for bad_opt in "--part 3/2" "--spin-us x" "--peers foo" "--spin-compare 1,y" \
-    "--baseline $T/nowhere:t"; do
+    "--baseline $T/nowhere:t" "--iters 5000" "--iters 0" "--warmup 100001" "--stages" \
+    "--out" "--dry-run --stages bogus" "--dry-run --build $T/nobuild --stages bogus"; do
     # shellcheck disable=SC2086 # the options are split on purpose
     run_to "$T/u.out" bench/sweep.sh --build "$T/build" $bad_opt && rc=0 || rc=$?
     expect "sweep.sh $bad_opt: exit 2" rc_is "$rc" 2
+    expect "sweep.sh $bad_opt: its own message" has "$T/u.out" '^sweep.sh: '
 done
-if run_to "$T/plan.out" bench/sweep.sh --build "$T/build" --dry-run \
+run_to "$T/u.out" bench/sweep.sh --build "$T/build" --stages && rc=0 || rc=$?
+expect "sweep.sh --stages without its list: said as a usage error" \
+    has "$T/u.out" '^sweep.sh: --stages needs a list$'
+run_to "$T/u.out" bench/sweep.sh --build "$T/build" --iters 5000 && rc=0 || rc=$?
+expect "sweep.sh --iters 5000: the stage programs' limit said" has "$T/u.out" '1 to 1024'
+run_to "$T/u.out" bench/sweep.sh --build "$T/build" --dry-run --stages bogus || true
+expect "sweep.sh --dry-run --stages bogus: the built stages named" \
+    has "$T/u.out" 'no program .*stage_bogus (built: 03_flash2,08_intra_wg_overlap)'
+run_to "$T/u.out" bench/sweep.sh --build "$T/nobuild" --dry-run --stages 03_flash2 &&
+    rc=0 || rc=$?
+expect "sweep.sh --dry-run without a build: a stage of the tree is planned" rc_is "$rc" 0
+run_to "$T/u.out" bench/sweep.sh --build "$T/build" --dry-run --direction bwd \
+    --stages 08_intra_wg_overlap || true
+expect "sweep.sh --dry-run --direction bwd: a stage without a backward, said why" \
+    has "$T/u.out" 'stages: none (08_intra_wg_overlap: no backward'
+expect "sweep.sh --dry-run --direction bwd: not run at bwd, said" \
+    has "$T/u.out" '08_intra_wg_overlap has no backward .*: not run at bwd'
+run_to "$T/u.out" bench/sweep.sh --build "$T/build" --stages 08_intra_wg_overlap --iters 3 \
+    --warmup 1 --out /proc/selftest.csv && rc=0 || rc=$?
+expect "sweep.sh --out /proc/...: exit 2" rc_is "$rc" 2
+expect "sweep.sh --out /proc/...: said before measuring" \
+    has "$T/u.out" '^sweep.sh: --out /proc/selftest.csv: cannot write'
+expect "sweep.sh --out /proc/...: nothing measured" hasnt "$T/u.out" '^\[point'
+# shellcheck disable=SC2054 # the commas are in the option values
+ONE=(--seqlens 512 --head-dims 64 --causal 0 --repeats 1 --iters 3 --warmup 1)
+run_to "$T/u.out" bench/sweep.sh --build "$T/build" --stages 08_intra_wg_overlap "${ONE[@]}" \
+    --no-peers --out "$T/out/np.csv" && rc=0 || rc=$?
+expect "sweep.sh --no-peers: exit 0" rc_is "$rc" 0
+expect "sweep.sh --no-peers: said once" has "$T/u.out" '^peers: not run (--no-peers)$'
+mkdir -p "$T/refuse/bin"
+mk "$T/refuse" 03_flash2 FAKE_REFUSE_HD=64
+run_to "$T/u.out" bench/sweep.sh --build "$T/refuse" "${ONE[@]}" --no-peers \
+    --out "$T/out/refused.csv" && rc=0 || rc=$?
+expect "sweep.sh: every stage run refused is exit 2" rc_is "$rc" 2
+expect "sweep.sh: every stage run refused, said" has "$T/u.out" '^Every stage run was refused'
+if ((has_python)); then
+    run_to "$T/u.out" env FAKE_FA3_HOST_AFTER_US=3000 bench/sweep.sh --build "$T/build" \
+        --stages 08_intra_wg_overlap "${ONE[@]}" --peers fa3 --out "$T/out/idle.csv" || true
+    expect "sweep.sh .meta: the GPU idle inside a peer's call, noted" \
+        has "$T/out/idle.meta" '^note=.*fa3: the GPU went idle waiting for the host before'
+    expect "sweep.sh .meta: the spin too short for the peer's call, noted" \
+        has "$T/out/idle.meta" '^note=.*fa3: .*(3/3 calls (spin too short)): raise --spin-us$'
+fi
+# A baseline without --spin-us (03_flash2@old) is timed without the spin: the sweep then
+# needs --spin-us 0, so that old and new are timed alike.
+run_to "$T/ns.out" bench/sweep.sh --build "$T/build" --dry-run \
+    --stages 03_flash2,08_intra_wg_overlap --baseline "$T/old:old" && rc=0 || rc=$?
+expect "sweep.sh --baseline without --spin-us, not at --spin-us 0: exit 2" rc_is "$rc" 2
+expect "sweep.sh --baseline without --spin-us: the refusal names --spin-us 0" \
+    has "$T/ns.out" '^sweep.sh: 03_flash2@old: no --spin-us in its --help.*--spin-us 0'
+if run_to "$T/plan.out" bench/sweep.sh --build "$T/build" --dry-run --spin-us 0 \
     --stages 03_flash2,08_intra_wg_overlap --baseline "$T/old:old" --max-minutes 5; then
     ok "sweep.sh --dry-run"
 else
@@ -155,31 +214,33 @@ expect "sweep.sh --dry-run: a split suggested past --max-minutes" has "$T/plan.o
 expect "sweep.sh --dry-run: the old build's missing --spin-us said" \
     has "$T/plan.out" '03_flash2@old: its --help has no --spin-us'
 
+# The run with a baseline: every runner at --spin-us 0 (the old build has none), and each
+# also at 200 us (--spin-compare), rows marked @spin200, but for the old build without it.
 # shellcheck disable=SC2054 # the commas are in the option values
 SW=(bench/sweep.sh --build "$T/build" --stages 03_flash2,08_intra_wg_overlap --seqlens 512,16k
     --head-dims 64,256 --repeats 2 --iters 3 --warmup 1 ${nopeers[@]+"${nopeers[@]}"})
-run_to "$T/s.out" "${SW[@]}" --baseline "$T/old:old" --spin-compare 0 --out "$T/out/s.csv" &&
-    rc=0 || rc=$?
-expect "sweep.sh with --baseline and --spin-compare: exit 0" rc_is "$rc" 0
+run_to "$T/s.out" "${SW[@]}" --baseline "$T/old:old" --spin-us 0 --spin-compare 200 \
+    --out "$T/out/s.csv" && rc=0 || rc=$?
+expect "sweep.sh with --baseline, --spin-us 0 and --spin-compare: exit 0" rc_is "$rc" 0
 count() { awk -F, -v s="$2" 'NR > 1 && $1 == s { n++ } END { print n + 0 }' "$1"; }
-for r in 03_flash2 08_intra_wg_overlap 03_flash2@old 08_intra_wg_overlap@old 03_flash2@spin0 \
-    08_intra_wg_overlap@spin0 08_intra_wg_overlap@old-spin0; do
+for r in 03_flash2 08_intra_wg_overlap 03_flash2@old 08_intra_wg_overlap@old \
+    03_flash2@spin200 08_intra_wg_overlap@spin200 08_intra_wg_overlap@old-spin200; do
     expect "sweep.sh: 16 rows of $r (8 points x 2 repeats)" \
         test "$(count "$T/out/s.csv" "$r")" -eq 16
 done
-expect "sweep.sh: no 03_flash2@old-spin0 (the old build has no --spin-us)" \
-    test "$(count "$T/out/s.csv" 03_flash2@old-spin0)" -eq 0
+expect "sweep.sh: no 03_flash2@old-spin200 (the old build has no --spin-us)" \
+    test "$(count "$T/out/s.csv" 03_flash2@old-spin200)" -eq 0
 expect "sweep.sh: the old header's rows mapped to the run's columns" \
     test "$(awk -F, '$1 == "03_flash2@old" && $2 != "fwd"' "$T/out/s.csv" | wc -l)" -eq 0
 expect "sweep.sh: every row has the header's field count" \
     test "$(awk -F, 'NR == 1 { n = NF } NF != n' "$T/out/s.csv" | wc -l)" -eq 0
-expect "sweep.sh .meta: spin_us" has "$T/out/s.meta" '^spin_us=200$'
+expect "sweep.sh .meta: spin_us" has "$T/out/s.meta" '^spin_us=0$'
 expect "sweep.sh .meta: the baseline's commit" has "$T/out/s.meta" '^baseline_commit=old: old1111$'
 expect "sweep.sh .meta: where the time went" has "$T/out/s.meta" '^time_stage_programs_s='
 expect "sweep.sh .meta: the old build timed without the spin, noted" \
     has "$T/out/s.meta" '^note=03_flash2@old: its --help has no --spin-us'
 if ((has_python)); then
-    for r in fa3 sdpa_flash sdpa_cudnn sdpa_efficient fa3@spin0; do
+    for r in fa3 sdpa_flash sdpa_cudnn sdpa_efficient fa3@spin200; do
         expect "sweep.sh: 16 rows of $r" test "$(count "$T/out/s.csv" "$r")" -eq 16
     done
     expect "sweep.sh .meta: FA3's build switches" \
@@ -203,6 +264,22 @@ expect "join_sweeps.sh: direction kept for the tables" has "$T/out/joined.meta" 
 run_to "$T/j2.out" bench/join_sweeps.sh "$T/out/j2.csv" "$T/out/part1.csv" "$T/out/s.csv" &&
     rc=0 || rc=$?
 expect "join_sweeps.sh: parts of different sweeps refused (exit 1)" rc_is "$rc" 1
+run_to "$T/j3.out" bench/join_sweeps.sh "$T/out/j3.csv" "$T/out/part1.csv" "$T/out/part1.csv" &&
+    rc=0 || rc=$?
+expect "join_sweeps.sh: a part given twice refused (exit 1)" rc_is "$rc" 1
+expect "join_sweeps.sh: a part given twice, said" has "$T/j3.out" 'part 1/2 given twice'
+expect "join_sweeps.sh: the part left out, said" has "$T/j3.out" 'part(s) 2/2 missing'
+expect "join_sweeps.sh: nothing written when refused" test ! -e "$T/out/j3.csv"
+run_to "$T/j4.out" bench/join_sweeps.sh --force "$T/out/j4.csv" "$T/out/part1.csv" \
+    "$T/out/part1.csv" && rc=0 || rc=$?
+expect "join_sweeps.sh --force: joined anyway" rc_is "$rc" 0
+expect "join_sweeps.sh --force: the duplicate in the .meta" \
+    has "$T/out/j4.meta" '^note=joined with --force: part 1/2 given twice'
+run_to "$T/j5.out" bench/join_sweeps.sh /proc/selftest.csv "$T/out/part1.csv" \
+    "$T/out/part2.csv" && rc=0 || rc=$?
+expect "join_sweeps.sh: an OUT that cannot be written is exit 2" rc_is "$rc" 2
+expect "join_sweeps.sh: an OUT that cannot be written, said" \
+    has "$T/j5.out" '^join_sweeps.sh: cannot write /proc/selftest.csv'
 
 # gen_doc_tables.sh: the spin table from a sweep with --spin-compare.
 printf 'x\n<!-- gen:spin-table %s -->\n<!-- gen:end -->\n' "$T/out/s.csv" >"$T/D.md"
@@ -211,8 +288,8 @@ if run_to "$T/d.out" scripts/gen_doc_tables.sh "$T/D.md"; then
 else
     bad "gen_doc_tables.sh spin-table"
 fi
-expect "gen_doc_tables.sh spin-table: the run's spin and 0 us" \
-    has "$T/D.md" '| 0 µs | 200 µs (the run'"'"'s) |'
+expect "gen_doc_tables.sh spin-table: the run's spin, 0 us, and 200 us" \
+    has "$T/D.md" '| 0 µs (the run'"'"'s) | 200 µs |'
 expect "gen_doc_tables.sh --check: up to date" scripts/gen_doc_tables.sh --check "$T/D.md"
 
 # compare.sh
@@ -221,21 +298,90 @@ expect "compare.sh CSV old: exit 0" rc_is "$rc" 0
 expect "compare.sh: a summary per stage" has "$T/c.out" '^  08_intra_wg_overlap  8 points:'
 run_to "$T/c2.out" bench/compare.sh "$T/out/s.csv" nosuchtag && rc=0 || rc=$?
 expect "compare.sh: an absent tag is exit 1" rc_is "$rc" 1
+run_to "$T/c3.out" bench/compare.sh "$T/out/s.csv" old --against @old && rc=0 || rc=$?
+expect "compare.sh TAG --against TAG: exit 2" rc_is "$rc" 2
+expect "compare.sh TAG --against TAG: said" has "$T/c3.out" '^compare.sh: --against old is TAG'
+run_to "$T/c4.out" bench/compare.sh "$T/out/s.csv" old --against && rc=0 || rc=$?
+expect "compare.sh --against without a tag: exit 2" rc_is "$rc" 2
+expect "compare.sh --against without a tag: said" \
+    has "$T/c4.out" '^compare.sh: --against needs a tag$'
 
 # bounds.sh: marked rows left out unless --tagged; columns aligned.
 run_to "$T/b.out" bench/bounds.sh "$T/out/s.csv" || true
 expect "bounds.sh: no marked rows by default" hasnt "$T/b.out" '@'
 run_to "$T/bt.out" bench/bounds.sh "$T/out/s.csv" --tagged || true
-expect "bounds.sh --tagged: the marked rows" has "$T/bt.out" '08_intra_wg_overlap@old-spin0'
+expect "bounds.sh --tagged: the marked rows" has "$T/bt.out" '08_intra_wg_overlap@old-spin200'
 aligned() {  # the TFLOP/s column ends at the same place in the header and every row
     awk '/^dir / { e = index($0, "TFLOP/s") + 6; next }
         e && /^(fwd|bwd) / { if (substr($0, e, 1) !~ /[0-9]/) bad = 1 }
         END { exit bad }' "$1"
 }
-expect "bounds.sh --tagged: columns aligned with 29-character names" aligned "$T/bt.out"
+expect "bounds.sh --tagged: columns aligned with 31-character names" aligned "$T/bt.out"
+for bad_opt in "--copy-tbps abc" "--copy-tbps 0" "--flop-per-sm-clock 0" "--clock-mhz -5" \
+    "--copy-tbps 1e999" "--csv /proc/selftest.csv" "--csv $T/out/s.csv" "--copy-tbps"; do
+    # shellcheck disable=SC2086 # the options are split on purpose
+    run_to "$T/b2.out" bench/bounds.sh "$T/out/s.csv" $bad_opt && rc=0 || rc=$?
+    expect "bounds.sh $bad_opt: exit 2" rc_is "$rc" 2
+    expect "bounds.sh $bad_opt: its own message" has "$T/b2.out" '^bounds.sh: '
+done
+run_to "$T/b2.out" bench/bounds.sh "$T/out" && rc=0 || rc=$?
+expect "bounds.sh on a folder: exit 2, said" has "$T/b2.out" '^bounds.sh: .* is a directory'
+# A CSV with a row cut short and one with text for its tflops: both skipped, said.
+head -n 30 "$T/out/s.csv" >"$T/good.csv"
+cp "$T/good.csv" "$T/cut.csv"
+sed -n 31p "$T/out/s.csv" | cut -c1-40 >>"$T/cut.csv"
+sed -n 32p "$T/out/s.csv" | awk -F, -v OFS=, '{ $20 = "abc"; print }' >>"$T/cut.csv"
+run_to "$T/b3.out" bench/bounds.sh "$T/cut.csv" && rc=0 || rc=$?
+expect "bounds.sh: rows cut short or not numeric: exit 0" rc_is "$rc" 0
+expect "bounds.sh: rows cut short or not numeric: skipped, said" \
+    has "$T/b3.out" 'warning: 2 row(s) of .*cut.csv skipped, .*(the first: line 31)'
+bench/bounds.sh "$T/good.csv" >"$T/b4.out" 2>&1 || true
+expect "bounds.sh: the skipped rows drawn as nothing (the table of the whole rows)" \
+    test "$(grep -v warning "$T/b3.out")" == "$(cat "$T/b4.out")"
 
+# ---------------------------------------------------------------------------------------
+# tests/gpu/run.sh: a FILTER that cannot select anything is a usage error.
+run_to "$T/t.out" env FX_GPU_LOG_DIR="$T/gpu_logs" tests/gpu/run.sh "$T/build/bin" 'gpu_0[3-8' &&
+    rc=0 || rc=$?
+expect "tests/gpu/run.sh: a FILTER that is no regular expression is exit 2" rc_is "$rc" 2
+expect "tests/gpu/run.sh: a FILTER that is no regular expression, said once" \
+    test "$(grep -c 'not an extended regular expression' "$T/t.out")" -eq 1
+run_to "$T/t.out" env FX_GPU_LOG_DIR="$T/gpu_logs" tests/gpu/run.sh "$T/build/bin" nosuchcase &&
+    rc=0 || rc=$?
+expect "tests/gpu/run.sh: a FILTER that matches no case is exit 2" rc_is "$rc" 2
+expect "tests/gpu/run.sh: a FILTER that matches no case, said" has "$T/t.out" 'matches none of'
+
+# ---------------------------------------------------------------------------------------
+# run.sh, from a tree of its own (its logs, CSV and figure stay there), on stand-ins: one
+# stage with a backward, one without.
+mkdir -p "$T/tree/scripts" "$T/rgpu/bin" "$T/rcpu/bin"
+ln -s "$root/run.sh" "$T/tree/run.sh"
+ln -s "$root/scripts/stage_caps.sh" "$T/tree/scripts/stage_caps.sh"
+mk "$T/rgpu" 03_flash2 FAKE_BWD=1
+mk "$T/rgpu" 08_intra_wg_overlap
+run_to "$T/r.out" "$T/tree/run.sh" --bin-dir "$T/rgpu/bin" --causal --bwd && rc=0 || rc=$?
+expect "run.sh --causal --bwd: exit 0" rc_is "$rc" 0
+expect "run.sh --bwd: a stage without a backward runs its forward, said in the table" \
+    has "$T/r.out" '^08_intra_wg_overlap  *forward only: no backward'
+expect "run.sh --bwd: its forward row" has "$T/r.out" '^08_intra_wg_overlap  *fwd '
+expect "run.sh --bwd: the other stage's backward row" has "$T/r.out" '^03_flash2  *bwd '
+mk "$T/rcpu" 03_flash2 FAKE_BWD=1 FAKE_NOGPU=1
+mk "$T/rcpu" 08_intra_wg_overlap FAKE_NOGPU=1 FAKE_NO_CPU=1
+run_to "$T/r2.out" "$T/tree/run.sh" --bin-dir "$T/rcpu/bin" --scale 9 && rc=0 || rc=$?
+expect "run.sh without a GPU, --scale 9: exit 0" rc_is "$rc" 0
+expect "run.sh without a GPU: a model refused only for the backward runs forward, said" \
+    has "$T/r2.out" '^  03_flash2  *CPU model: pass (forward only: refused with the backward: '
+expect "run.sh without a GPU: a stage without a CPU model said so" \
+    has "$T/r2.out" '^  08_intra_wg_overlap  *built, no CPU model'
+run_to "$T/r3.out" "$T/tree/run.sh" --bin-dir "$T/rcpu/bin" --bwd && rc=0 || rc=$?
+expect "run.sh without a GPU, --bwd: exit 0" rc_is "$rc" 0
+expect "run.sh without a GPU, --bwd: no stage refused for it" \
+    hasnt "$T/r3.out" 'there is no backward'
+
+# ---------------------------------------------------------------------------------------
 # gen_readme_results.sh on a README of its own.
-printf '# x\n<!-- results:begin -->\n<!-- results:end -->\n' >"$T/R.md"
+printf '# x\n<!-- results:begin -->\n<!-- results:end -->\n%s\n%s\n' \
+    '<!-- results-bwd:begin -->' '<!-- results-bwd:end -->' >"$T/R.md"
 if run_to "$T/g.out" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md"; then
     ok "gen_readme_results.sh"
 else
@@ -250,18 +396,49 @@ if ((has_python)); then
     # shellcheck disable=SC2016 # Markdown's backticks
     expect "gen_readme_results.sh: each stage over FA3" \
         has "$T/R.md" '`08_intra_wg_overlap` ÷ FA3 |'
-    expect "gen_readme_results.sh: the spin stated" has "$T/R.md" 'kept busy for 200 µs'
+    expect "gen_readme_results.sh: no spin stated (--spin-us 0)" \
+        has "$T/R.md" 'Timed without the spin (`--spin-us 0`)'
 fi
 sed -i 's/^| 64 | no | 512 | [0-9]*/| 64 | no | 512 | 1/' "$T/R.md"
 run_to "$T/g2.out" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md" --check && rc=0 || rc=$?
 expect "gen_readme_results.sh --check: a changed cell is exit 1" rc_is "$rc" 1
+# shellcheck disable=SC2016 # Markdown's backticks
+expect "gen_readme_results.sh: the main table's figures are --readme's" \
+    has "$T/R.md" 'Figures: `bench/plot.sh --readme '
+sum_r=$(cksum <"$T/R.md")
+run_to "$T/g3.out" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md" --direction bwd &&
+    rc=0 || rc=$?
+expect "gen_readme_results.sh --direction bwd without bwd rows: exit 1" rc_is "$rc" 1
+expect "gen_readme_results.sh --direction bwd without bwd rows: said" \
+    has "$T/g3.out" 'has no backward (bwd) rows.*nothing written'
+run_to "$T/g4.out" scripts/gen_readme_results.sh "$T/cut.csv" "$T/R.md" && rc=0 || rc=$?
+expect "gen_readme_results.sh: a row cut short refused (exit 2)" rc_is "$rc" 2
+expect "gen_readme_results.sh: a row cut short, its line said" \
+    has "$T/g4.out" 'cut.csv: line 31 has .* fields'
+expect "gen_readme_results.sh: nothing written when refused" test "$(cksum <"$T/R.md")" == "$sum_r"
+run_to "$T/g5.out" scripts/gen_readme_results.sh "$T/out/s.csv" "$T/R.md" --section &&
+    rc=0 || rc=$?
+expect "gen_readme_results.sh --section without a name: exit 2" rc_is "$rc" 2
+expect "gen_readme_results.sh --section without a name: said" \
+    has "$T/g5.out" '^gen_readme_results.sh: --section needs a name$'
+printf '# x\n<!-- extra:begin -->\n<!-- extra:end -->\n' >"$T/R2.md"
+run_to "$T/g6.out" scripts/gen_readme_results.sh "$T/out/part1.csv" "$T/R2.md" --section extra ||
+    true
+# shellcheck disable=SC2016 # Markdown's backticks
+expect "gen_readme_results.sh --section: figures named after the CSV, not --readme's" \
+    has "$T/R2.md" 'Figures: `bench/plot.sh [^`]*part1.csv` (named after the CSV)'
+expect "gen_readme_results.sh --section: no --readme" hasnt "$T/R2.md" 'plot.sh --readme'
+expect "gen_readme_results.sh: the spin stated" has "$T/R2.md" 'kept busy for 200 µs'
 
 # plot.sh: bad inputs said plainly; another CSV's figures named after it.
 : >"$T/empty.csv"
 head -n 1 "$T/out/s.csv" >"$T/header.csv"
 echo "not, a, sweep" >"$T/junk.csv"
+sed -n 31p "$T/out/s.csv" | awk -F, -v OFS=, '{ $20 = "abc"; print }' >"$T/nonnum.csv"
+cat "$T/good.csv" "$T/nonnum.csv" >"$T/text.csv"
 for case in "empty.csv 2 is empty" "header.csv 1 has a header and no rows" \
-    "junk.csv 2 is not a sweep CSV"; do
+    "junk.csv 2 is not a sweep CSV" "cut.csv 1 line 31 has [0-9]* fields, the header" \
+    "text.csv 1 line 31: tflops is \"abc\", not a number"; do
     read -r f want text <<<"$case"
     run_to "$T/pl.out" bench/plot.sh "$T/$f" "$T/figs" && rc=0 || rc=$?
     expect "plot.sh $f: exit $want" rc_is "$rc" "$want"
@@ -277,6 +454,18 @@ if command -v gnuplot >/dev/null 2>&1; then
     expect "plot.sh: figures named after the CSV" test -s "$T/figs/s_fwd_hd64_causal.png"
     expect "plot.sh: the README's figures untouched" \
         test "$(cat plots/fa3_*.svg plots/fa3_*.png | cksum)" == "$sums_before"
+    expect "plot.sh on a sweep's CSV: --readme suggested, saying what it overwrites" \
+        has "$T/pl2.out" 'bench/plot.sh --readme .*s.csv would overwrite'
+    # One figure that gnuplot fails to draw: exit 1, said.
+    mkdir -p "$T/gp"
+    printf '#!/usr/bin/env bash\n%s\n%s\n' \
+        '[[ " $* " != *" 256 1 "* ]] || { echo "gnuplot stand-in: fails" >&2; exit 1; }' \
+        "exec $(command -v gnuplot) \"\$@\"" >"$T/gp/gnuplot"
+    chmod +x "$T/gp/gnuplot"
+    run_to "$T/pl5.out" env PATH="$T/gp:$PATH" bench/plot.sh "$T/out/s.csv" "$T/figs/f" &&
+        rc=0 || rc=$?
+    expect "plot.sh: a figure that fails is exit 1" rc_is "$rc" 1
+    expect "plot.sh: a figure that fails, said" has "$T/pl5.out" '1 figure(s) failed, 3 drawn'
     if run_to "$T/pl3.out" bench/plot.sh "$T/out/s.csv" --out "$T/figs/tagged" --tagged; then
         ok "plot.sh --tagged --out"
     else
@@ -290,6 +479,7 @@ if command -v gnuplot >/dev/null 2>&1; then
     expect "plot.sh on the ablation: 3 repeats each, not 12" \
         has "$T/figs/ablation_08_2026-12-01_nvidia-h200_fwd_hd128_noncausal.svg" \
             'median of 3 repeats'
+    expect "plot.sh on the ablation: no --readme suggested" hasnt "$T/pl4.out" '--readme'
 else
     echo "selftest: gnuplot not found: the figures' part is skipped"
 fi

@@ -22,7 +22,8 @@
 # launch latency is not timed as kernel time; the flush and the spin stay outside the
 # timed interval. One --spin-us goes to the stage programs and to the peers. A stage
 # program built before it had --spin-us (its --help does not list it: an old baseline)
-# runs without it, and a note in the .meta says so.
+# runs without it, and a note in the .meta says so; the sweep then needs --spin-us 0
+# (every runner timed alike, without the spin), and refuses otherwise (exit 2).
 #
 # The backward (--direction bwd, or both): a stage whose `--help` says `backward: yes`
 # runs with `--bench --bwd`, which times the forward and then the backward alone and
@@ -79,8 +80,9 @@
 #   --head-dims LIST  default 64,128,256
 #   --causal 0|1|both default both
 #   --repeats R       default 3
-#   --iters N         timed calls per point and runner, median reported (default 10)
-#   --warmup W        untimed calls before them (default 3)
+#   --iters N         timed calls per point and runner, median reported (default 10;
+#                     1 to 1024, as the stage programs take it)
+#   --warmup W        untimed calls before them (default 3; 0 to 100000)
 #   --spin-us S       the spin before each timed call, microseconds (default 200; 0: none,
 #                     the old method), for the stage programs and the peers alike
 #   --spin-compare LIST  also time every runner with each of these spins (e.g. 0,400),
@@ -114,7 +116,10 @@
 # Without a GPU the stages exit 77: the sweep says "no GPU: stages skipped" and still
 # runs the peers (which need PyTorch and a GPU, and say so).
 # Exit status: 0; 1 when a stage or the peers failed, or when the stages found no GPU
-# and FX_REQUIRE_GPU=1; 2 on bad usage.
+# and FX_REQUIRE_GPU=1; 2 on bad usage (checked before anything runs: the options, the
+# stages, --iters 1..1024 and --warmup 0..100000 as the stage programs take them, that
+# the CSV can be written), or when every stage run was refused (the CSV keeps the peers'
+# rows).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -124,6 +129,12 @@ usage() {
 die() {
     echo "sweep.sh: $*" >&2
     exit 2
+}
+# needs WHAT "$@": the option $1 has its value $2, else a usage error (exit 2).
+needs() {
+    local what=$1
+    shift
+    if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs $what"; fi
 }
 
 # The default spin, microseconds: bench/peers.py's DEFAULT_SPIN_US (where the reason is).
@@ -147,29 +158,29 @@ baselines=()
 command_line="bench/sweep.sh${*:+ $*}"
 while (($#)); do
     case $1 in
-        --direction) direction=${2:?--direction needs fwd, bwd or both}; shift ;;
-        --stages) stages_opt=${2:?--stages needs a list}; shift ;;
-        --seqlens) seqlens=${2:?--seqlens needs a list}; shift ;;
-        --head-dims) head_dims=${2:?--head-dims needs a list}; shift ;;
-        --causal) causal_opt=${2:?--causal needs 0, 1 or both}; shift ;;
-        --repeats) repeats=${2:?--repeats needs a number}; shift ;;
-        --iters) iters=${2:?--iters needs a number}; shift ;;
-        --warmup) warmup=${2:?--warmup needs a number}; shift ;;
-        --spin-us) spin=${2:?--spin-us needs microseconds}; shift ;;
-        --spin-compare) spin_compare=${2:?--spin-compare needs a list of microseconds}; shift ;;
-        --peers) peers_opt=${2:?--peers needs a list}; shift ;;
-        --baseline) baselines+=("${2:?--baseline needs DIR or DIR:TAG}"); shift ;;
-        --part) part=${2:?--part needs K/N}; shift ;;
-        --max-minutes) max_minutes=${2:?--max-minutes needs a number}; shift ;;
+        --direction) needs "fwd, bwd or both" "$@"; direction=$2; shift ;;
+        --stages) needs "a list" "$@"; stages_opt=$2; shift ;;
+        --seqlens) needs "a list" "$@"; seqlens=$2; shift ;;
+        --head-dims) needs "a list" "$@"; head_dims=$2; shift ;;
+        --causal) needs "0, 1 or both" "$@"; causal_opt=$2; shift ;;
+        --repeats) needs "a number" "$@"; repeats=$2; shift ;;
+        --iters) needs "a number" "$@"; iters=$2; shift ;;
+        --warmup) needs "a number" "$@"; warmup=$2; shift ;;
+        --spin-us) needs "microseconds" "$@"; spin=$2; shift ;;
+        --spin-compare) needs "a list of microseconds" "$@"; spin_compare=$2; shift ;;
+        --peers) needs "a list" "$@"; peers_opt=$2; shift ;;
+        --baseline) needs "DIR or DIR:TAG" "$@"; baselines+=("$2"); shift ;;
+        --part) needs "K/N" "$@"; part=$2; shift ;;
+        --max-minutes) needs "a number" "$@"; max_minutes=$2; shift ;;
         --dry-run) dry_run=1 ;;
         --check) check=1 ;;
         --quick) seqlens=2k head_dims=64,128,256 causal_opt=both repeats=1 iters=5 warmup=2 ;;
         --all-points) all_points=1 ;;
         --no-peers) peers=0 ;;
-        --python) python=${2:?--python needs a program}; shift ;;
-        --build) build=${2:?--build needs a directory}; shift ;;
-        --out) out=${2:?--out needs a file}; shift ;;
-        --dtype) dtype=${2:?--dtype needs bf16 or fp16}; shift ;;
+        --python) needs "a program" "$@"; python=$2; shift ;;
+        --build) needs "a directory" "$@"; build=$2; shift ;;
+        --out) needs "a file" "$@"; out=$2; shift ;;
+        --dtype) needs "bf16 or fp16" "$@"; dtype=$2; shift ;;
         -h | --help) usage; exit 0 ;;
         *) die "unknown option '$1' (bench/sweep.sh --help)" ;;
     esac
@@ -179,8 +190,14 @@ done
 is_count() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
 is_spin() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 <= 100000)); }  # the harness's FX_MAX_SPIN_US
 is_count "$repeats" || die "--repeats must be a positive integer"
-is_count "$iters" || die "--iters must be a positive integer"
-[[ $warmup =~ ^[0-9]+$ ]] || die "--warmup must be a non-negative integer"
+# The stage programs' ranges (fx_options.h: FX_MAX_ITERS 1024, FX_MAX_WARMUP 100000), checked
+# here so that a run is not refused at every point.
+is_count "$iters" && ((10#$iters <= 1024)) ||
+    die "--iters must be a whole number from 1 to 1024 (the stage programs' FX_MAX_ITERS)"
+iters=$((10#$iters))
+[[ $warmup =~ ^[0-9]+$ ]] && ((10#$warmup <= 100000)) ||
+    die "--warmup must be a whole number from 0 to 100000 (the stage programs' FX_MAX_WARMUP)"
+warmup=$((10#$warmup))
 is_spin "$spin" || die "--spin-us must be a whole number of microseconds, 0 to 100000"
 spin=$((10#$spin))
 is_count "$max_minutes" || die "--max-minutes must be a positive integer"
@@ -197,6 +214,27 @@ case $causal_opt in
     both) causals=(0 1) ;;
     *) die "--causal must be 0, 1 or both" ;;
 esac
+
+# writable FILE: FILE can be written: an existing regular file that opens for appending (its
+# contents untouched), or a new file in a directory where one can be made (tried: a
+# directory can say writable and refuse, as /proc does for root).
+writable() {
+    local f=$1 d probe
+    if [[ -e $f || -L $f ]]; then
+        [[ -f $f ]] && { : >>"$f"; } 2>/dev/null
+        return
+    fi
+    d=$(dirname "$f")
+    while [[ ! -e $d ]]; do d=$(dirname "$d"); done
+    [[ -d $d ]] && probe=$(mktemp "$d/.sweep_probe.XXXXXX" 2>/dev/null) && rm -f "$probe"
+}
+if [[ -n $out ]]; then
+    for f in "$out" "${out%.csv}.meta"; do
+        writable "$f" || die "--out $out: cannot write $f (checked before measuring anything)"
+    done
+else
+    writable plots/data/fa3_probe.csv || die "cannot write into plots/data (--out FILE elsewhere)"
+fi
 
 # The spins: the run's own first, then --spin-compare's, each once.
 spins=("$spin")
@@ -286,10 +324,18 @@ if [[ -n $stages_opt ]]; then
     IFS=, read -r -a stage_ids <<<"$stages_opt"
     for id in "${stage_ids[@]}"; do
         [[ $id =~ ^[A-Za-z0-9_.-]+$ ]] || die "--stages: '$id' is not a stage id"
-        if [[ ! -x $build/bin/stage_$id ]] && ((!dry_run)); then
-            b=$(built_list "$build")
-            die "no program $build/bin/stage_$id (built: ${b:-none})"
+        [[ ! -x $build/bin/stage_$id ]] || continue
+        b=$(built_list "$build")
+        # --dry-run without a build plans the stages of the tree (stages/<id>/), unbuilt.
+        if ((dry_run)) && [[ -z $b ]]; then
+            if [[ ! -d stages/$id ]]; then
+                tree=""
+                for d in stages/[0-9]*/; do d=${d%/} && tree+="${tree:+,}${d##*/}"; done
+                die "--stages: no stage '$id' (not built, and stages/ has: ${tree:-none})"
+            fi
+            continue
         fi
+        die "no program $build/bin/stage_$id (built: ${b:-none})"
     done
 else
     for bin in "$build"/bin/stage_*; do
@@ -486,7 +532,12 @@ spin_text="--spin-us $spin"
 
 check_text=""
 ((check)) && check_text=" --check"
-echo "$what: ${#points[@]} points$part_text x $repeats repeats; stages: ${runner_names:-none};" \
+stages_text=${runner_names:-none}
+if [[ -z $runner_names && $direction == bwd ]] && ((${#no_bwd_keys[@]})); then
+    stages_text="none (${no_bwd_keys[*]}: no backward, its --help says backward: no)"
+fi
+((${#run_keys[@]} || peers)) || die "nothing to run: stages: $stages_text; peers: none"
+echo "$what: ${#points[@]} points$part_text x $repeats repeats; stages: $stages_text;" \
     "peers: $peer_text; $dtype; --iters $iters --warmup $warmup $spin_text$check_text"
 echo "estimated duration on an H200: about $est_text${split_hint:+ — $split_hint}"
 if ((dry_run)); then
@@ -509,6 +560,13 @@ if ((dry_run)); then
         echo "$line"
     done
     for n in ${base_notes[@]+"${base_notes[@]}"}; do echo "  $n"; done
+    for key in ${no_bwd_keys[@]+"${no_bwd_keys[@]}"}; do
+        if [[ $direction == bwd ]]; then
+            echo "  $key has no backward (its --help: backward: no): not run at bwd"
+        else
+            echo "  $key has no backward (its --help: backward: no): its forward only"
+        fi
+    done
     if ((${#assumed_keys[@]})); then
         echo "  not built here, so assumed to have a backward and --spin-us: ${assumed_keys[*]}"
     fi
@@ -626,7 +684,7 @@ PEERS_TIMEOUT=900  # seconds a request may take before the peers are given up
 trap '' PIPE       # a peer process that died makes writes fail, not the sweep exit
 
 start_peers() {
-    ((peers)) || { peers_line="peers: not run (--no-peers)"; return; }
+    ((peers)) || { peers_line="not run (--no-peers)"; return; }
     if ! command -v "$python" >/dev/null 2>&1; then
         peers_line="$python not found: peers skipped"
         return
@@ -684,10 +742,19 @@ ask_peers() {
                     if [[ ${w[i]} == TFLOP/s ]]; then cell+=" ${w[i - 1]}"; break; fi
                 done
                 peer_cells+=" $cell"
-                if [[ $line == *"(spin too short)"* ]]; then
-                    local idle_note="${peer_point:+$peer_point: }${w[0]}: the GPU went idle"
-                    idle_note+=" before the host had enqueued the call (${line##*enqueue in }):"
-                    idle_note+=" raise --spin-us"
+                local idle_note idle_re='GPU idle at enqueue in ([0-9]+/[0-9]+) calls'
+                if [[ $line =~ $idle_re\ \(spin\ too\ short\) ]]; then
+                    idle_note="${peer_point:+$peer_point: }${w[0]}: the GPU went idle before the"
+                    idle_note+=" host had enqueued the call (${BASH_REMATCH[1]} calls (spin too"
+                    idle_note+=" short)): raise --spin-us"
+                    note_once "$idle_note"
+                fi
+                idle_re='GPU idle before the call returned in ([0-9]+/[0-9]+) calls'
+                if [[ $line =~ $idle_re ]]; then
+                    idle_note="${peer_point:+$peer_point: }${w[0]}: the GPU went idle waiting"
+                    idle_note+=" for the host before the call returned (${BASH_REMATCH[1]}"
+                    idle_note+=" calls): host time after its last kernel is in its times (a"
+                    idle_note+=" spin longer than the call's host time, enqueue <= N us, hides it)"
                     note_once "$idle_note"
                 fi
                 ;;
@@ -722,7 +789,7 @@ stop_peers() {
 # marked (an older build's header is mapped column by column).
 
 declare -A stage_state=()  # key -> nogpu | failed-nogpu; key,point -> refused
-no_gpu_reason="" failed=0
+no_gpu_reason="" failed=0 stage_ok=0 stage_refused=0
 stage_cell=""
 check_flag=()
 ((check)) && check_flag=(--check)
@@ -783,6 +850,7 @@ run_stage() {  # run_stage KEY SPIN POINT ARGS...
         ${out_lines[@]+"${out_lines[@]}"} >&"$logfd"
     case $rc in
         0)
+            stage_ok=$((stage_ok + 1))
             append_rows "$mark"
             # "02_flash1 9.8", at bwd "02_flash1 bwd 8.6", at both "02_flash1 9.8 bwd 8.6"
             for line in ${out_lines[@]+"${out_lines[@]}"}; do
@@ -799,6 +867,7 @@ run_stage() {  # run_stage KEY SPIN POINT ARGS...
             [[ -z $b ]] || stage_cell+=" bwd $b"
             ;;
         2)
+            stage_refused=$((stage_refused + 1))
             stage_state[$key,$point]=refused
             local last=""
             for line in ${out_lines[@]+"${out_lines[@]}"}; do
@@ -938,6 +1007,11 @@ finish() {
     if ((failed)); then
         echo "A stage or the peers failed: exit 1."
         exit 1
+    fi
+    if ((stage_refused && !stage_ok)); then
+        echo "Every stage run was refused (outside the stages' capabilities: the lines above" \
+            "say why): exit 2."
+        exit 2
     fi
     exit 0
 }

@@ -12,11 +12,16 @@
 # of the sidecar .meta), else every direction with rows in the CSV. So a backward
 # sweep's CSV (whose stages also wrote forward rows) leaves the forward table alone.
 # --section NAME uses the markers `<!-- NAME:begin -->` (and NAME-bwd) instead, for a second
-# table from another CSV. The sidecar may carry `timing_text=` (how the runners were timed,
+# table from another CSV; its text then points to `bench/plot.sh CSV` for its figures
+# (named after the CSV), not to --readme, which would draw over the README's main figures
+# with that CSV's. The sidecar may carry `timing_text=` (how the runners were timed,
 # in words, when no spin_us says it) and `provenance=` (who measured it, printed as given).
-# A README without the markers of a direction asked for is an error (exit 1), and
-# nothing is written. --check writes nothing: it exits 1, with a diff, when the README
-# differs from what this would write (the docs check, scripts/check_doc_numbers.sh).
+# A README without the markers of a direction asked for is an error (exit 1), and so is
+# a direction asked for with no rows in the CSV (its table would be empty): nothing is
+# written. A row cut short or with text where a number belongs is refused (exit 2, its
+# line said), as is bad usage; nothing is written. --check writes nothing: it exits 1,
+# with a diff, when the README differs from what this would write (the docs check,
+# scripts/check_doc_numbers.sh).
 #
 # Each table: above it the GPU, its SM count, the range of SM clocks the rows recorded,
 # the dates, the commits, the peers' versions (FA3's, with what its build lacks, PyTorch's
@@ -43,14 +48,20 @@ die() {
     echo "gen_readme_results.sh: $*" >&2
     exit 2
 }
+# needs WHAT "$@": the option $1 has its value $2, else a usage error (exit 2).
+needs() {
+    local what=$1
+    shift
+    if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs $what"; fi
+}
 csv="" readme="" direction="" dir_given=0 tagged=0 check=0 section=results section_given=0
 while (($#)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
-        --direction) direction=${2:?--direction needs fwd, bwd or both}; dir_given=1; shift ;;
+        --direction) needs "fwd, bwd or both" "$@"; direction=$2; dir_given=1; shift ;;
         --tagged) tagged=1 ;;
         --check) check=1 ;;
-        --section) section=${2:?--section needs a name}; section_given=1; shift ;;
+        --section) needs "a name" "$@"; section=$2; section_given=1; shift ;;
         -*) die "unknown option '$1' (scripts/gen_readme_results.sh --help)" ;;
         *)
             if [[ -z $csv ]]; then csv=$1
@@ -74,6 +85,25 @@ first=$(head -n 1 "$csv")
     die "$csv is not a sweep CSV: its first line has no stage, direction and tflops columns" \
         "(FX_CSV_HEADER)"
 meta=${csv%.csv}.meta
+# Every row whole, with numbers where the tables read them: a row cut short or with text in
+# a number would be tabulated as a zero. Refused, with its line; nothing written.
+bad_row=$(awk -F, '
+    function is_num(x) { return x ~ /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ }
+    NR == 1 {
+        for (i = 1; i <= NF; ++i) c[$i] = i
+        nh = NF
+        nnum = split("sm_count sm_clock_mhz ms tflops batch seqlen_q seqlen_k heads_q " \
+                     "heads_kv head_dim causal", num, " ")
+        next
+    }
+    NF != nh { printf "line %d has %d fields, the header %d (cut short?)", NR, NF, nh; exit }
+    {
+        for (k = 1; k <= nnum; ++k)
+            if ((num[k] in c) && !is_num($c[num[k]])) {
+                printf "line %d: %s is \"%s\", not a number", NR, num[k], $c[num[k]]; exit
+            }
+    }' "$csv")
+[[ -z $bad_row ]] || die "$csv: $bad_row: nothing written (fix or drop the row)"
 
 # The directions: --direction, the sweep's, or those with rows (bench/sweep_dirs.sh).
 # shellcheck source=bench/sweep_dirs.sh
@@ -104,6 +134,17 @@ trap 'rm -rf "$tmp"' EXIT
 tagged_opt=()
 ((tagged)) && tagged_opt=(--tagged)
 bench/bounds.sh "$csv" --csv "$tmp/bounds.csv" ${tagged_opt[@]+"${tagged_opt[@]}"} >/dev/null
+# A direction asked for with no rows would replace its table with an empty one: refused.
+for dir in "${dirs[@]}"; do
+    if ! awk -F, -v d="$dir" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        $c["direction"] == d { found = 1; exit } END { exit !found }' "$tmp/bounds.csv"; then
+        name=$([[ $dir == fwd ]] && echo forward || echo backward)
+        echo "gen_readme_results.sh: $csv has no $name ($dir) rows$( ((tagged)) ||
+            printf ' (marked rows left out: --tagged counts them)'): the $name table would" \
+            "be empty; nothing written" >&2
+        exit 1
+    fi
+done
 
 # The peers' versions and the timing method, from the sidecar.
 meta_value() { [[ -r $meta ]] && sed -n "s/^$1=//p;T;q" "$meta"; }
@@ -162,7 +203,7 @@ fi
 # One table: table DIR FILE.
 table() {
 awk -F, -v csv="$csv" -v versions="$versions" -v slow_note="$slow_note" -v dir="$1" \
-    -v provenance="$provenance" \
+    -v provenance="$provenance" -v section_mode="$section_given" \
     -v bwd_note="$bwd_note" -v regen_opt="$regen_opt" -v timing="$timing" \
     "$(<bench/awk_median.awk)"'
 function spread(list,    n, v, i, lo, hi) {
@@ -305,8 +346,11 @@ END {
         printf "%s its median over SDPA flash'"'"'s (the FA2 backward) at that point",
                fa3 ? " and" : ", and"
     printf ". "
-    printf "Figures: `bench/plot.sh --readme %s`. " \
-           "Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, csv, regen_opt
+    # The README'"'"'s figures are the main table'"'"'s: a --section table'"'"'s are named after
+    # its CSV, which --readme would draw over them.
+    if (section_mode) printf "Figures: `bench/plot.sh %s` (named after the CSV). ", csv
+    else printf "Figures: `bench/plot.sh --readme %s`. ", csv
+    printf "Regenerate this table: `scripts/gen_readme_results.sh %s%s`.\n\n", csv, regen_opt
     printf "| head_dim | causal | seqlen |"
     for (i = 1; i <= ns; ++i) printf " %s |", pretty(names[i])
     printf " fastest stage, %% of tensor-core peak |"

@@ -8,7 +8,10 @@
 #   FAKE_OLD_HEADER=1 writes an older CSV header (columns in another order, one missing)
 #   FAKE_REFUSE_HD=D  exits 2 at head_dim D (outside its capabilities)
 #   FAKE_RATE=T       TFLOP/s it reports (default 300)
-#   FAKE_NOGPU=1      exits 77 as without a GPU
+#   FAKE_NOGPU=1      exits 77 as without a GPU (not with --cpu, which runs its "CPU model")
+#   FAKE_NO_CPU=1     has no CPU model: --cpu refuses (exit 2)
+# As the stage programs do, it refuses (exit 2) --bwd without a backward, and --bwd with
+# --scale above 8 (the backward's limit), before it looks for a GPU.
 #   FAKE_COMMIT=C     the commit its rows record (default fake0000)
 set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
@@ -19,6 +22,7 @@ old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqle
 old_header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
 old_header+="prev_stage,check"
 batch=1 seqlen=128 heads=1 hd=64 dtype=bf16 causal=0 bench=0 bwd=0 csv="" iters=10 spin=""
+cpu=0 scale=""
 while (($#)); do
     case $1 in
         --help)
@@ -38,6 +42,8 @@ while (($#)); do
         --bench) bench=1 ;;
         --bwd) bwd=1 ;;
         --check) ;;
+        --cpu) cpu=1 ;;
+        --scale) scale=$2; shift ;;
         --csv) csv=$2; shift ;;
         --iters) iters=$2; shift ;;
         --warmup) shift ;;
@@ -51,6 +57,20 @@ while (($#)); do
     esac
     shift
 done
+if ((bwd)) && [[ -z ${FAKE_BWD:-} ]]; then echo "stage_$id: there is no backward" >&2; exit 2; fi
+if ((bwd)) && [[ -n $scale ]] && awk -v s="$scale" 'BEGIN { exit !(s > 8) }'; then
+    echo "stage_$id: the backward takes softmax_scale up to 8 (got $scale) (stand-in)" >&2
+    exit 2
+fi
+if ((cpu)); then
+    if [[ -n ${FAKE_NO_CPU:-} ]]; then
+        echo "stage_$id: --cpu runs a stage's CPU model, and this stage has none (stand-in)" >&2
+        exit 2
+    fi
+    echo "$id cpu model $( ((bwd)) && echo fwd+bwd || echo fwd): (stand-in)"
+    echo "  PASS"
+    exit 0
+fi
 if [[ -n ${FAKE_NOGPU:-} ]]; then echo "stage $id: skipped: no CUDA device (stand-in)"; exit 77; fi
 if [[ -n ${FAKE_REFUSE_HD:-} && $hd == "$FAKE_REFUSE_HD" ]]; then
     echo "stage $id: head_dim $hd is outside its capabilities (64, 128)" >&2

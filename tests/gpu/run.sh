@@ -14,7 +14,8 @@
 # the end of its log. Exit 77 of a program (no suitable GPU) is a SKIP, and a FAIL when
 # FX_REQUIRE_GPU is set to anything but "" or "0" (the programs then exit 1 themselves).
 # Exit status: 0 when no case failed, 1 when one did (or one's program is missing), 2 on
-# bad usage or a malformed cases.txt.
+# bad usage (a FILTER that is not a regular expression, or that matches no case) or a
+# malformed cases.txt.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,8 +40,18 @@ case ${1:-} in
 esac
 bin_dir=$1
 filter=${2:-}
+(($# <= 2)) || die "one BIN_DIR and one FILTER (tests/gpu/run.sh --help)"
 [[ -d $bin_dir ]] || die "$bin_dir is not a directory (give the build's bin folder)"
 [[ -f $cases_file ]] || die "no $cases_file"
+# The filter is checked once: grep -E exits 2 on a regular expression it cannot read.
+if [[ -n $filter ]]; then
+    set +e
+    grep_err=$(grep -E -- "$filter" </dev/null 2>&1 >/dev/null)
+    grep_rc=$?
+    set -e
+    ((grep_rc < 2)) ||
+        die "FILTER '$filter' is not an extended regular expression (grep -E: ${grep_err#grep: })"
+fi
 
 require_gpu=0
 [[ -n ${FX_REQUIRE_GPU:-} && ${FX_REQUIRE_GPU} != 0 ]] && require_gpu=1
@@ -98,15 +109,28 @@ if ((list_only)); then
     exit 0
 fi
 
+# The cases FILTER selects (one grep over the names); none is a usage error.
+selected=()
+if [[ -n $filter ]]; then
+    declare -A wanted=()
+    while IFS= read -r name; do wanted[$name]=1; done < <(
+        for c in ${expanded[@]+"${expanded[@]}"}; do printf '%s\n' "${c%%$'\t'*}"; done |
+            grep -E -- "$filter" || true)
+    for c in ${expanded[@]+"${expanded[@]}"}; do
+        [[ -z ${wanted[${c%%$'\t'*}]:-} ]] || selected+=("$c")
+    done
+    ((${#selected[@]})) ||
+        die "FILTER '$filter' matches none of the ${#expanded[@]} cases (--list prints them)"
+else
+    selected=(${expanded[@]+"${expanded[@]}"})
+fi
+
 logs=${FX_GPU_LOG_DIR:-$bin_dir/../gpu_logs}
 mkdir -p "$logs"
 passed=0 failed=0 skipped=0
 failures=()
-for c in "${expanded[@]}"; do
+for c in ${selected[@]+"${selected[@]}"}; do
     IFS=$'\t' read -r name id timeout args <<<"$c"
-    if [[ -n $filter ]] && ! grep -Eq -- "$filter" <<<"$name"; then
-        continue
-    fi
     log=$logs/$name.log
     if [[ $id == - ]]; then
         printf 'FAIL  %s  (no program in %s matches its stages: %s)\n' "$name" "$bin_dir" "$args"

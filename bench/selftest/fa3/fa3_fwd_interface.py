@@ -2,13 +2,18 @@
 signatures for flash_attn_func and flash_attn_with_kvcache, a simulated cost, and the
 package's own quirk: it reads its build switches as `flash_attn_config`, which only
 exists once bench/peers.py aliases it to fa3_fwd_config (the real module reads it at
-its first call; this one at import, to test the alias)."""
+its first call; this one at import, to test the alias). FAKE_FA3_HOST_AFTER_US=N: the
+wrapper's host work after its kernel, N us (the GPU then waits for the host inside the
+timed interval when N outlasts the kernel)."""
+
+import os
 
 import torch
 from flash_attn_config import CONFIG  # fails unless aliased, as the real one does
 
 _FLAGS = CONFIG["build_flags"]
 RATE = 600e12
+_HOST_AFTER_US = float(os.environ.get("FAKE_FA3_HOST_AFTER_US", "0"))
 
 
 def _pairs(sq, sk, causal):
@@ -28,6 +33,8 @@ def _run(q, k, causal, rate):
     torch._busy(50)  # the wrapper's Python: autograd.Function, custom_op dispatch
     seconds = 4.0 * b * h * d * _pairs(sq, sk, causal) / rate
     torch._gpu.enqueue(seconds)
+    if _HOST_AFTER_US:
+        torch._busy(_HOST_AFTER_US)  # after the launch: not under the spin
     out = torch.Tensor(q.shape, torch.bfloat16)
     if q.requires_grad:
         out._fwd_seconds = seconds
