@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen_readme_results.sh — regenerates README.md's results tables from a sweep CSV
-# (bench/sweep.sh), never by hand (STYLE.md).
+# (bench/sweep.sh), never by hand (docs/STYLE.md).
 #
 #   scripts/gen_readme_results.sh SWEEP.csv [README.md] [--direction fwd|bwd|both]
 #                                 [--tagged] [--check] [--section NAME]
