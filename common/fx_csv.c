@@ -124,6 +124,22 @@ int fx_csv_write_row(FILE *f, const fx_csv_row *r)
     return fputc('\n', f) == EOF ? -1 : 0;
 }
 
+/* Whether a non-empty CSV at `path` begins with FX's header: 1 yes, 0 another first line
+ * (written to `first`, its newline removed), -1 unreadable (a write-only file: not judged). */
+static int header_matches(const char *path, char *first, size_t first_len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char header[1024];
+    fx_csv_header(header, sizeof header);
+    if (!fgets(first, (int)first_len, f))
+        first[0] = '\0';
+    fclose(f);
+    first[strcspn(first, "\r\n")] = '\0';
+    return strcmp(first, header) == 0;
+}
+
 int fx_csv_check_writable(const char *path, char *why, size_t why_len)
 {
     /* Whether the file exists, whatever its permissions (a write-only file cannot be opened
@@ -139,6 +155,17 @@ int fx_csv_check_writable(const char *path, char *why, size_t why_len)
     /* Only the test of writability: a run that writes no row leaves no empty file. */
     if (!existed)
         remove(path);
+    /* Rows appended under another file's header would be read under its columns. */
+    char first[1024];
+    if (existed && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        header_matches(path, first, sizeof first) == 0) {
+        snprintf(why, why_len,
+                 "--csv: %s does not begin with this harness's header (its first line: "
+                 "\"%.60s%s\"): its rows would go under other columns; name a new file or "
+                 "one this harness wrote",
+                 path, first, strlen(first) > 60 ? "..." : "");
+        return FX_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -155,7 +182,15 @@ bool fx_csv_append(const char *path, const fx_csv_row *r)
     /* The first failure's errno; buffered writes may fail only at fclose. */
     int err = 0;
     fseek(f, 0, SEEK_END);
-    if (ftell(f) == 0 && fprintf(f, "%s\n", header) < 0)
+    const long size = ftell(f);
+    char first[1024];
+    if (size > 0 && header_matches(path, first, sizeof first) == 0) {
+        fclose(f);
+        fx_error("--csv: %s no longer begins with this harness's header: the %s row is lost", path,
+                 r->direction);
+        return false;
+    }
+    if (size == 0 && fprintf(f, "%s\n", header) < 0)
         err = errno ? errno : EIO;
     if (!err && fx_csv_write_row(f, r) != 0)
         err = errno ? errno : EIO;

@@ -44,11 +44,14 @@ int fx_csv_write_row(FILE *f, const fx_csv_row *r);
 
 /* Whether `path` can be opened for appending, tested once at start-up so that rows are
  * not lost after minutes of timing; a file the test creates is removed again. Returns 0,
- * or 2 with "--csv: cannot open PATH for appending: <strerror>" in `why`. */
+ * or 2 with the reason in `why`: "--csv: cannot open PATH for appending: <strerror>", or
+ * a non-empty file whose first line is not FX_CSV_HEADER (rows appended there would be
+ * read under another file's columns). */
 int fx_csv_check_writable(const char *path, char *why, size_t why_len);
 
-/* Appends r to `path`, after the header when the file is new or empty. Returns true, or
- * false after saying on stderr (fx_error) why the row is lost. */
+/* Appends r to `path`, after the header when the file is new or empty; refuses a file
+ * that no longer begins with the header. Returns true, or false after saying on stderr
+ * (fx_error) why the row is lost. */
 bool fx_csv_append(const char *path, const fx_csv_row *r);
 
 #ifdef __cplusplus

@@ -151,6 +151,40 @@ START_TEST(the_writability_test_leaves_no_file_and_rows_follow_one_header)
 }
 END_TEST
 
+START_TEST(a_file_with_another_header_is_refused_and_not_appended_to)
+{
+    char dir[] = "/tmp/fx_csv_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[64], why[512];
+    snprintf(path, sizeof path, "%s/other.csv", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("a,b\n1,2\n", f);
+    fclose(f);
+
+    ck_assert_int_eq(fx_csv_check_writable(path, why, sizeof why), 2);
+    ck_assert_msg(strstr(why, "does not begin with this harness's header") &&
+                      strstr(why, "\"a,b\""),
+                  "%s", why);
+    fx_csv_row r = sample_row();
+    ck_assert(!fx_csv_append(path, &r));
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[64] = {0};
+    ck_assert_uint_eq(fread(text, 1, sizeof text - 1, f), strlen("a,b\n1,2\n"));
+    fclose(f);
+    ck_assert_str_eq(text, "a,b\n1,2\n");
+
+    /* An empty file is a new one: the header goes first. */
+    f = fopen(path, "w");
+    fclose(f);
+    ck_assert_int_eq(fx_csv_check_writable(path, why, sizeof why), 0);
+    ck_assert(fx_csv_append(path, &r));
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 static Suite *csv_suite(void)
 {
     Suite *s = suite_create("csv");
@@ -161,6 +195,7 @@ static Suite *csv_suite(void)
     tcase_add_test(t, a_stamp_gives_the_commit_and_a_utc_date);
     tcase_add_test(t, a_file_that_cannot_be_opened_is_refused_saying_why);
     tcase_add_test(t, the_writability_test_leaves_no_file_and_rows_follow_one_header);
+    tcase_add_test(t, a_file_with_another_header_is_refused_and_not_appended_to);
     suite_add_tcase(s, t);
     return s;
 }
