@@ -887,12 +887,15 @@ run_stage() {  # run_stage KEY SPIN POINT ARGS...
             failed=1
             local skip="" err=""
             for line in ${out_lines[@]+"${out_lines[@]}"}; do
-                [[ -z $skip && $line == *skipped:* ]] && skip=${line#"${line%%[! ]*}"}
+                # The programs' "no usable GPU: ...: a failure, not a skip, since
+                # FX_REQUIRE_GPU is set" (stderr), kept up to the reason.
+                [[ -z $skip && $line == *"since FX_REQUIRE_GPU is set"* ]] &&
+                    skip=${line%%: a failure, not a skip*}
                 [[ -z $err && ${line,,} =~ fail|error ]] && err=$line
             done
             if [[ -n $skip ]]; then  # FX_REQUIRE_GPU=1: no GPU is a failure
                 stage_state[$key]="failed-nogpu"
-                no_gpu_reason=$skip
+                no_gpu_reason=${skip#*: }  # without the program's name
                 echo "  $key: $no_gpu_reason (FX_REQUIRE_GPU=${FX_REQUIRE_GPU:-}: a failure)"
             else
                 if [[ -z $err ]]; then

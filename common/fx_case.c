@@ -22,6 +22,20 @@
 
 /* Above this many FLOPs the CPU model (fp32, a few GFLOP/s per core) takes minutes: say so. */
 #define FX_CPU_MODEL_SLOW_FLOPS 2e10
+/* The rate the size note assumes for the CPU model and its check, FLOP/s: about what a
+ * two-core machine gives (the CI's). The note gives an order of magnitude, not a promise. */
+#define FX_CPU_MODEL_FLOPS_PER_S 1.5e9
+
+/* seconds as "N minutes", "N hours" or "N days", whichever unit gives a number from 1 up. */
+static void duration_text(double seconds, char *buf, size_t len)
+{
+    if (seconds < 3600)
+        snprintf(buf, len, "%.0f minutes", fmax(1.0, seconds / 60));
+    else if (seconds < 86400)
+        snprintf(buf, len, "%.0f hours", seconds / 3600);
+    else
+        snprintf(buf, len, "%.0f days", seconds / 86400);
+}
 
 static size_t count_nan(const float *x, size_t n)
 {
@@ -337,10 +351,13 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
     /* The model computes every row in fp32 on the host (the reference only samples):
      * the forward, plus 2.5× it for the backward (fx_flops_backward). */
     double model_flops = fx_flops_forward(p) + (backward ? fx_flops_backward(p) : 0.0);
-    if (model_flops > FX_CPU_MODEL_SLOW_FLOPS)
-        fx_error("note: the CPU model runs %.2g FLOP on this machine's cores: minutes at this "
-                 "size (try --batch 1 --seqlen 256 --heads 2)",
-                 model_flops);
+    if (model_flops > FX_CPU_MODEL_SLOW_FLOPS) {
+        char eta[32];
+        duration_text(model_flops / FX_CPU_MODEL_FLOPS_PER_S, eta, sizeof eta);
+        fx_error("note: the CPU model runs %.2g FLOP on this machine's cores: of the order of "
+                 "%s at this size (try --batch 1 --seqlen 256 --heads 2)",
+                 model_flops, eta);
+    }
     fx_problem_format(p, line, sizeof line);
     printf("%s cpu model %s%s: %s\n", s->id, "fwd", backward ? "+bwd" : "", line);
     fx_case_host h;

@@ -116,8 +116,15 @@ bool fx_pass_lse(fx_err stage, fx_err emu, double *bound)
 
 void fx_err_format(fx_err e, char *buf, size_t len)
 {
-    int used = snprintf(buf, len, "max %.1e rel %.1e rmse %.1e nan %zu", e.max_abs, e.rel_l2,
-                        e.rmse, e.nan_count);
+    /* max to the bound's precision (the pass rule compares the two); rel is undefined
+     * where the reference is all zero and the error is not (rel_l2 is 0 there). */
+    char rel[16];
+    if (e.rel_l2 == 0.0 && e.max_abs > 0.0)
+        snprintf(rel, sizeof rel, "n/a");
+    else
+        snprintf(rel, sizeof rel, "%.1e", e.rel_l2);
+    int used = snprintf(buf, len, "max %.2e rel %s rmse %.1e nan %zu", e.max_abs, rel, e.rmse,
+                        e.nan_count);
     if (e.inf_mismatch && used >= 0 && (size_t)used < len)
         snprintf(buf + used, len - (size_t)used, " inf-mismatch %zu", e.inf_mismatch);
 }

@@ -85,7 +85,8 @@ bool fx_pass(fx_err stage, fx_err emu, fx_dtype dt, double *bound);
 /* The same rule for the fp32 LSE: slack FX_LSE_REL_SLACK·max(1, ref_max). */
 bool fx_pass_lse(fx_err stage, fx_err emu, double *bound);
 
-/* "max 1.2e-03 rel 3.4e-03 rmse 5.6e-04 nan 0", then " inf-mismatch N" when N > 0. */
+/* "max 1.23e-03 rel 3.4e-03 rmse 5.6e-04 nan 0" (max to the bounds' three digits; rel
+ * "n/a" against an all-zero reference), then " inf-mismatch N" when N > 0. */
 void fx_err_format(fx_err e, char *buf, size_t len);
 
 #ifdef __cplusplus

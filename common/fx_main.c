@@ -47,15 +47,25 @@ static int main_cpu(const fx_ctx *c)
     return worst;
 }
 
+/* No GPU that can run this: a skip (exit 77, reported on stdout like the rest of the run),
+ * or, with FX_REQUIRE_GPU set, a failure (exit 1, an error on stderr). */
+static int no_gpu(const char *why)
+{
+    const int rc = fx_exit_code_no_gpu();
+    if (rc == FX_EXIT_NO_GPU)
+        fx_notice("skipped: %s", why);
+    else
+        fx_error("%s: a failure, not a skip, since FX_REQUIRE_GPU is set", why);
+    return rc;
+}
+
 /* The GPU's cases: the matrix, or one case (--fuzz N: N, each on a fresh seed). */
 static int main_gpu(fx_ctx *c)
 {
     char why[512];
     int rc = fx_device_open(c->self, &c->dev, why, sizeof why);
-    if (rc == FX_EXIT_NO_GPU) {
-        fx_notice("skipped: %s", why);
-        return fx_exit_code_no_gpu();
-    }
+    if (rc == FX_EXIT_NO_GPU)
+        return no_gpu(why);
     if (rc != 0) {
         fx_error("%s", why);
         return FX_EXIT_FAIL;
@@ -117,10 +127,8 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
      * stage's own settings (FX_ABLATION, say), before any case runs. */
     const int supported =
         fx_stage_supports(c.self, &c.opt.problem, c.opt.backward, why, sizeof why);
-    if (supported == FX_EXIT_NO_GPU) {
-        fx_notice("skipped: %s", why);
-        return fx_exit_code_no_gpu();
-    }
+    if (supported == FX_EXIT_NO_GPU)
+        return no_gpu(why);
     if (supported != 0) {
         fx_error("%s", why);
         return FX_EXIT_USAGE;

@@ -327,6 +327,15 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                  "--repeat and --csv need the GPU");
         return FX_EXIT_USAGE;
     }
+    /* The timing options shape only what --bench times: elsewhere they would do nothing. */
+    fx_options d;
+    fx_options_default(&d);
+    if (!o->bench && (o->warmup != d.warmup || o->iters != d.iters || o->spin_us != d.spin_us)) {
+        snprintf(why, why_len,
+                 "--warmup, --iters and --spin-us set how --bench times the kernels: without "
+                 "--bench they would do nothing");
+        return FX_EXIT_USAGE;
+    }
     if (o->matrix && (o->bench || o->csv || o->repeat > 1 || o->fuzz > 0 || o->backward ||
                       !same_problem(&o->problem, &defaults))) {
         snprintf(why, why_len,

@@ -336,7 +336,10 @@ START_TEST(metrics_follow_their_definitions)
 
     char line[128];
     fx_err_format(e, line, sizeof line);
-    ck_assert_str_eq(line, "max 6.0e+00 rel 1.2e+00 rmse 3.1e+00 nan 0");
+    ck_assert_str_eq(line, "max 6.00e+00 rel 1.2e+00 rmse 3.1e+00 nan 0");
+    /* An error against an all-zero reference has no relative size: "n/a", not 0. */
+    fx_err_format(z, line, sizeof line);
+    ck_assert_str_eq(line, "max 1.00e-03 rel n/a rmse 7.1e-04 nan 0");
 }
 END_TEST
 

@@ -197,6 +197,16 @@ START_TEST(the_cpu_model_refuses_the_modes_that_need_a_gpu)
 }
 END_TEST
 
+START_TEST(the_timing_options_need_the_benchmark)
+{
+    assert_refused("--cpu --iters 5", "--iters", "without --bench");
+    assert_refused("--check --warmup 0", "--warmup", "without --bench");
+    assert_refused("--spin-us 0", "--spin-us", "without --bench");
+    parsed r = parse("--bench --iters 5 --warmup 0 --spin-us 0");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+}
+END_TEST
+
 START_TEST(a_seed_is_decimal_or_0x_hex_never_octal)
 {
     parsed r = parse("--seed 010");
@@ -449,6 +459,7 @@ static Suite *options_suite(void)
     tcase_add_test(refuse, sizes_past_a_32_bit_index_are_refused);
     tcase_add_test(refuse, a_scale_that_fp32_kernels_cannot_hold_is_refused);
     tcase_add_test(refuse, the_cpu_model_refuses_the_modes_that_need_a_gpu);
+    tcase_add_test(refuse, the_timing_options_need_the_benchmark);
     tcase_add_test(refuse, an_empty_csv_file_name_is_refused);
     tcase_add_test(refuse, a_qk_scale_that_is_not_finite_and_positive_is_refused);
     tcase_add_test(refuse, a_qk_scale_that_overflows_the_dtype_is_refused_naming_the_limit);
