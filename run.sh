@@ -139,12 +139,15 @@ for bin in "${stages[@]}"; do
             ;;
         *)
             failed=1
-            if grep -q 'skipped:' "$log"; then
+            if grep -q 'since FX_REQUIRE_GPU is set' "$log"; then
                 # FX_REQUIRE_GPU=1 turns "no suitable GPU" into exit 1 (so 77 above
-                # never comes with it).
+                # never comes with it): "stage_NN: no usable GPU: ...: a failure, ...".
                 no_gpu=$((no_gpu + 1))
-                note="$(first_line 'skipped:' "$log") (FX_REQUIRE_GPU=1: a failure)"
-                [[ -n $no_gpu_reason ]] || no_gpu_reason=${note#*skipped: }
+                reason=$(first_line 'since FX_REQUIRE_GPU is set' "$log")
+                reason=${reason%%: a failure, not a skip*}
+                reason=${reason#stage_"$id": }
+                note="$reason (FX_REQUIRE_GPU=1: a failure)"
+                [[ -n $no_gpu_reason ]] || no_gpu_reason=$reason
             else
                 ran=$((ran + 1))
                 note=$(first_line 'FAIL|error|Error' "$log")
@@ -163,11 +166,12 @@ done
 if ((ran == 0 && no_gpu > 0 && !failed)); then
     small=(--batch 1 --seqlen 256 --heads 2 --head-dim 64)
     # The sizes given were for the GPU; the options that are not sizes still apply.
-    cpu_args=()
+    cpu_args=() dropped=()
     for ((i = 0; i < ${#args[@]}; ++i)); do
         case ${args[i]} in
             --batch | --seqlen | --seqlen-q | --seqlen-k | --heads | --heads-q | --heads-kv | \
             --head-dim | --csv | --warmup | --iters | --repeat)
+                dropped+=("${args[i]}" "${args[i + 1]:-}")
                 i=$((i + 1)) ;;
             --bench | --matrix | --bwd) ;;  # --bwd: added below where the stage has one
             *) cpu_args+=("${args[i]}") ;;
@@ -178,6 +182,10 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
     echo
     echo "$no_gpu_line"
     echo "($no_gpu_reason)"
+    if ((${#dropped[@]})); then
+        echo "The CPU models run the small problem (${small[*]}): left out for them:" \
+            "${dropped[*]}."
+    fi
     declare -a cpu_result=()
     cpu_failed=0
     for bin in "${stages[@]}"; do
@@ -199,7 +207,9 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
             ${cpu_args[@]+"${cpu_args[@]}"}
         if ((rc == 2)) && ((${#bwd[@]})); then
             why=$(last_line "$log")
-            if grep -q 'CPU model has no backward' "$log" || ((!user_bwd)); then
+            # Not when the stage has no CPU model at all: that refusal is not the backward's.
+            if ! grep -Eq 'no CPU model|CPU model, and this stage has none' "$log" &&
+                { grep -q 'CPU model has no backward' "$log" || ((!user_bwd)); }; then
                 echo "run.sh: $id: refused with the backward ($why): forward only"
                 run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
                 # Refused again: the forward's refusal, reported as such.

@@ -73,11 +73,14 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
                 strncat(dtypes, "/", sizeof dtypes - strlen(dtypes) - 1);
             strncat(dtypes, fx_dtype_name((fx_dtype)dt), sizeof dtypes - strlen(dtypes) - 1);
         }
+    const char *cpu = !s->cpu_model            ? "none (--cpu is refused)"
+                      : s->cpu_model->backward ? "yes (--cpu; forward and backward)"
+                                               : "yes (--cpu; forward)";
     snprintf(buf, len,
              "  head_dim: %s\n  dtype:    %s\n  causal:   %s\n  GQA/MQA:  %s\n"
-             "  backward: %s\n  GPU:      sm_%d%s\n%s%s%s",
+             "  backward: %s\n  CPU model: %s\n  GPU:      sm_%d%s\n%s%s%s",
              dims, dtypes, c->causal ? "yes (bottom-right)" : "no", c->gqa ? "yes" : "no",
-             c->backward ? (c->deterministic_backward ? "yes (deterministic)" : "yes") : "no",
+             c->backward ? (c->deterministic_backward ? "yes (deterministic)" : "yes") : "no", cpu,
              c->sm90a_only ? 90 : c->min_sm, c->sm90a_only ? "a (Hopper) only" : " or newer",
              c->limits ? "  limits:   " : "", c->limits ? c->limits : "", c->limits ? "\n" : "");
 }

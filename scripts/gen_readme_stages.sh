@@ -29,6 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 #     causal:   yes (bottom-right)
 #     GQA/MQA:  yes
 #     backward: yes
+#     CPU model: yes (--cpu; forward and backward)
 #     GPU:      sm_80 or newer
 #     limits:   ...
 caps_cell() {
@@ -48,6 +49,7 @@ caps_cell() {
                 else if (val ~ /^yes/) cell = cell "; backward"
                 else cell = cell "; forward only"
             }
+            else if (key == "CPU model") { if (val ~ /^yes/) cell = cell "; CPU model" }
             else if (key == "GPU") {
                 sub(/ or newer/, "+", val); sub(/ \(Hopper\) only/, " only", val)
                 cell = cell "; " val

@@ -128,6 +128,7 @@ START_TEST(the_description_lists_every_capability)
     ck_assert_ptr_nonnull(strstr(buf, "bf16"));
     ck_assert_ptr_null(strstr(buf, "fp16"));
     ck_assert_ptr_nonnull(strstr(buf, "sm_80 or newer"));
+    ck_assert_ptr_nonnull(strstr(buf, "  CPU model: none (--cpu is refused)\n"));
     fx_caps_describe(&ranged, buf, sizeof buf);
     ck_assert_ptr_nonnull(strstr(buf, "multiples of 8 up to 128"));
     ck_assert_ptr_nonnull(strstr(buf, "bf16/fp16"));
