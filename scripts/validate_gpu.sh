@@ -15,8 +15,11 @@
 #      .tensor: UTMALDG/UTMASTG, wgmma: HGMMA, setmaxnreg: USETMAXREG, mma.sync: HMMA,
 #      ldmatrix: LDSM, cp.async: LDGSTS, ex2.approx: MUFU.EX2).
 #
-#   scripts/validate_gpu.sh [--quick] [--prebuilt DIR]
+#   scripts/validate_gpu.sh [--quick] [--jobs N] [--prebuilt DIR]
 #     --quick         skip step 4's seqlen-16384 run
+#     --jobs N        run step 3's sanitizer runs N at a time (default 1): processes
+#                     that share the one GPU, which changes no finding of a checker
+#                     that times nothing; sanitizer.log keeps the serial order
 #     --prebuilt DIR  programs built elsewhere (e.g. here: build on a CPU machine, carry
 #                     build/bin, run with --prebuilt build): DIR/bin/stage_*, or
 #                     DIR/stage_*; no configure, no build, no CTest (the ptx tests are
@@ -33,11 +36,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
 die() { echo "validate_gpu.sh: $*" >&2; exit 2; }
 
-quick=0 prebuilt=""
+quick=0 prebuilt="" jobs=1
 while (($# > 0)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
         --quick) quick=1 ;;
+        --jobs)
+            [[ $# -ge 2 && $2 =~ ^[1-9][0-9]?$ ]] || die "--jobs needs a count from 1 to 99"
+            jobs=$2
+            shift ;;
         --prebuilt)
             (($# >= 2)) || die "--prebuilt needs a folder (DIR/bin/stage_* or DIR/stage_*)"
             prebuilt=${2%/}
@@ -210,6 +217,16 @@ head_dims_of() {  # those of 64, 128, 256 a stage lists in its --help (a range: 
 if ! sanitizer_bin=$(find_tool compute-sanitizer); then
     fail_note "compute-sanitizer: not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)"
 fi
+# Each run writes its own log and exit status ($tmp/san_<n>.log, .rc); up to --jobs run at
+# once; the logs are then joined into sanitizer.log in the order of the runs.
+san_runs=()   # "<n> <id> <tool> <head_dim>" per run, in the serial order
+san_one() {   # n, then the command
+    local n=$1 rc=0
+    shift
+    "$@" >"$tmp/san_$n.log" 2>&1 || rc=$?
+    echo "$rc" >"$tmp/san_$n.rc"
+}
+n=0
 for bin in "${stages[@]}"; do
     id=${bin##*/stage_}
     bwd=()
@@ -224,16 +241,23 @@ for bin in "${stages[@]}"; do
         for d in "${dims[@]}"; do
             read -r -a extra <<<"$(shape_of "$d")"
             args=("${small[@]}" "${extra[@]}" ${bwd[@]+"${bwd[@]}"})
-            echo "=== $id $tool: ${args[*]} ===" >>"$out/sanitizer.log"
-            rc=0
-            "$sanitizer_bin" --tool "$tool" --error-exitcode 3 "$bin" "${args[@]}" \
-                >>"$out/sanitizer.log" 2>&1 || rc=$?
-            if ((rc != 0)); then
-                sanitizer[$id,$tool]="exit $rc (head_dim $d)"
-                failed=1
-            fi
+            echo "=== $id $tool: ${args[*]} ===" >"$tmp/san_$n.head"
+            while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+            san_one "$n" "$sanitizer_bin" --tool "$tool" --error-exitcode 3 "$bin" "${args[@]}" &
+            san_runs+=("$n $id $tool $d")
+            n=$((n + 1))
         done
     done
+done
+wait
+for run in ${san_runs[@]+"${san_runs[@]}"}; do
+    read -r n id tool d <<<"$run"
+    cat "$tmp/san_$n.head" "$tmp/san_$n.log" >>"$out/sanitizer.log"
+    rc=$(cat "$tmp/san_$n.rc" 2>/dev/null || echo "?")
+    if [[ $rc != 0 ]]; then
+        [[ ${sanitizer[$id,$tool]} == clean ]] && sanitizer[$id,$tool]="exit $rc (head_dim $d)"
+        failed=1
+    fi
 done
 
 # -------------------------------------------------------------------------------- SASS
