@@ -138,15 +138,18 @@ double fx_dtype_max(fx_dtype dt)
     return dt == FX_FP16 ? 65504.0 : 0x1.fep127;
 }
 
+/* Element by element, so the loops may run in any order (OpenMP where it is there). */
 void fx_to_bits(fx_dtype dt, const float *x, uint16_t *out, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)n; i++)
         out[i] = fx_float_to_bits(dt, x[i]);
 }
 
 void fx_from_bits(fx_dtype dt, const uint16_t *h, float *out, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)n; i++)
         out[i] = fx_bits_to_float(dt, h[i]);
 }
 
@@ -242,6 +245,13 @@ void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n)
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < (long long)n; i++)
         x[i] = fx_round(p->dtype, (float)draw(p, id, (uint64_t)i));
+}
+
+void fx_fill_bits(const fx_problem *p, fx_tensor_id id, uint16_t *bits, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)n; i++)
+        bits[i] = fx_float_to_bits(p->dtype, (float)draw(p, id, (uint64_t)i));
 }
 
 uint64_t fx_fresh_seed(void)

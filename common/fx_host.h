@@ -57,6 +57,13 @@ double fx_dist_qk_sigma(fx_dist d);
  * prefix, whatever the thread count (the loop runs under OpenMP). */
 void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n);
 
+/* The dtype bits of fx_fill's values, without the float array: bits[i] is
+ * fx_float_to_bits(p->dtype, x[i]) of the x[i] that fx_fill writes (rounding an already
+ * rounded value changes nothing, so the bits are the same). For runs that only time the
+ * kernels (--bench without --check), which need no host copy in float: the fill is then
+ * one pass over 2-byte elements instead of two passes and a 4-byte array. */
+void fx_fill_bits(const fx_problem *p, fx_tensor_id id, uint16_t *bits, size_t n);
+
 /* A fresh seed from the clock and pid, for --fuzz. */
 uint64_t fx_fresh_seed(void);
 

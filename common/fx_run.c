@@ -36,28 +36,29 @@ void fx_host_free(fx_case_host *h)
     memset(h, 0, sizeof *h);
 }
 
-void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h)
+/* One tensor: its bits, and its float values when asked (then the bits come from them). */
+static void make_tensor(const fx_problem *p, fx_tensor_id id, size_t n, bool floats, float **x,
+                        uint16_t **bits)
+{
+    *bits = fx_xmalloc(n * 2);
+    if (!floats) {
+        fx_fill_bits(p, id, *bits, n);
+        return;
+    }
+    *x = fx_xmalloc(n * sizeof(float));
+    fx_fill(p, id, *x, n);
+    fx_to_bits(p->dtype, *x, *bits, n);
+}
+
+void fx_host_make(const fx_problem *p, bool backward, bool floats, fx_case_host *h)
 {
     size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
     memset(h, 0, sizeof *h);
-    h->q = fx_xmalloc(nq * sizeof(float));
-    h->k = fx_xmalloc(nkv * sizeof(float));
-    h->v = fx_xmalloc(nkv * sizeof(float));
-    fx_fill(p, FX_T_Q, h->q, nq);
-    fx_fill(p, FX_T_K, h->k, nkv);
-    fx_fill(p, FX_T_V, h->v, nkv);
-    h->qb = fx_xmalloc(nq * 2);
-    h->kb = fx_xmalloc(nkv * 2);
-    h->vb = fx_xmalloc(nkv * 2);
-    fx_to_bits(p->dtype, h->q, h->qb, nq);
-    fx_to_bits(p->dtype, h->k, h->kb, nkv);
-    fx_to_bits(p->dtype, h->v, h->vb, nkv);
-    if (backward) {
-        h->dout = fx_xmalloc(nq * sizeof(float));
-        fx_fill(p, FX_T_DO, h->dout, nq);
-        h->dob = fx_xmalloc(nq * 2);
-        fx_to_bits(p->dtype, h->dout, h->dob, nq);
-    }
+    make_tensor(p, FX_T_Q, nq, floats, &h->q, &h->qb);
+    make_tensor(p, FX_T_K, nkv, floats, &h->k, &h->kb);
+    make_tensor(p, FX_T_V, nkv, floats, &h->v, &h->vb);
+    if (backward)
+        make_tensor(p, FX_T_DO, nq, floats, &h->dout, &h->dob);
 }
 
 /* ---- device inputs ------------------------------------------------------------------- */

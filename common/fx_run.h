@@ -35,8 +35,11 @@ typedef struct fx_case_host {
     uint16_t *qb, *kb, *vb, *dob;
 } fx_case_host;
 
-/* Draws Q, K, V (and dO when `backward`) for p (fx_fill) into h. */
-void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h);
+/* Draws Q, K, V (and dO when `backward`) for p into h: their dtype bits (qb, kb, vb, dob)
+ * always, and the same values as float (q, k, v, dout; fx_fill) only when `floats`, which
+ * the checks need (the fp64 reference, the emulation and the CPU models read them) and a
+ * run that only times does not: there they stay NULL (fx_fill_bits). */
+void fx_host_make(const fx_problem *p, bool backward, bool floats, fx_case_host *h);
 /* Frees h's arrays and zeroes it. */
 void fx_host_free(fx_case_host *h);
 

@@ -258,6 +258,36 @@ START_TEST(fill_is_deterministic_per_seed_tensor_and_index)
 }
 END_TEST
 
+/* A timing-only run fills the dtype bits straight (fx_fill_bits); they must be the bits of
+ * the float fill, for every dtype, distribution, tensor and a qk_scale that rounds. */
+START_TEST(bits_fill_equals_the_bits_of_the_float_fill)
+{
+    enum { N = 50000 };
+    const fx_dtype dtypes[] = {FX_BF16, FX_FP16};
+    const fx_dist dists[] = {FX_DIST_NORMAL, FX_DIST_OUTLIERS, FX_DIST_LARGE_LOGITS};
+    float *x = fx_test_calloc(N, sizeof(float));
+    uint16_t *want = fx_test_calloc(N, sizeof(uint16_t)),
+             *got = fx_test_calloc(N, sizeof(uint16_t));
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 3; k++)
+            for (fx_tensor_id id = FX_T_Q; id <= FX_T_DO; id++) {
+                fx_problem p = fx_problem_default();
+                p.dtype = dtypes[d];
+                p.dist = dists[k];
+                p.qk_scale = 3.1;
+                p.seed = 7;
+                fx_fill(&p, id, x, N);
+                fx_to_bits(p.dtype, x, want, N);
+                fx_fill_bits(&p, id, got, N);
+                for (int i = 0; i < N; i++)
+                    ck_assert_uint_eq(got[i], want[i]);
+            }
+    free(x);
+    free(want);
+    free(got);
+}
+END_TEST
+
 /* ---- distributions ------------------------------------------------------------------ */
 
 /* Sample moments over N = 2^20 elements. Standard errors: mean σ/sqrt(N); variance
@@ -578,6 +608,7 @@ static Suite *host_suite(void)
     tcase_add_test(gen, the_generator_is_a_pure_function_of_seed_stream_and_index);
     tcase_add_test(gen, uniforms_lie_strictly_inside_zero_one);
     tcase_add_test(gen, fill_is_deterministic_per_seed_tensor_and_index);
+    tcase_add_test(gen, bits_fill_equals_the_bits_of_the_float_fill);
     tcase_add_test(gen, normal_inputs_have_mean_0_variance_1_and_kurtosis_3);
     tcase_add_test(gen, outlier_inputs_add_std_10_on_one_in_a_thousand_elements);
     tcase_add_test(gen, large_logit_inputs_scale_q_and_k_by_8);
