@@ -182,6 +182,17 @@ run_to "$T/u.out" bench/sweep.sh --build "$T/build" --stages 08_intra_wg_overlap
     --no-peers --out "$T/out/np.csv" && rc=0 || rc=$?
 expect "sweep.sh --no-peers: exit 0" rc_is "$rc" 0
 expect "sweep.sh --no-peers: said once" has "$T/u.out" '^peers: not run (--no-peers)$'
+# Cut short by `timeout` (TERM) while a stage program runs: the .meta says so, with an
+# elapsed time of whole seconds since the sweep began (not from a stage run's own clock).
+mkdir -p "$T/slow/bin"
+mk "$T/slow" 03_flash2 FAKE_RATE=330
+mk "$T/slow" 08_intra_wg_overlap FAKE_SLEEP_S=30
+run_to "$T/u.out" timeout -s TERM 3 bench/sweep.sh --build "$T/slow" "${ONE[@]}" --no-peers \
+    --stages 03_flash2,08_intra_wg_overlap --out "$T/out/cut.csv" || true
+expect "sweep.sh cut short by a timeout: noted in the .meta" \
+    has "$T/out/cut.meta" '^note=interrupted after [0-9]* s at point'
+expect "sweep.sh cut short by a timeout: elapsed_s is the sweep's own, 2 to 9 s" \
+    has "$T/out/cut.meta" '^elapsed_s=[2-9]$'
 mkdir -p "$T/refuse/bin"
 mk "$T/refuse" 03_flash2 FAKE_REFUSE_HD=64
 run_to "$T/u.out" bench/sweep.sh --build "$T/refuse" "${ONE[@]}" --no-peers \

@@ -916,7 +916,7 @@ finish() {
     local interrupted=$1 el t_end key
     trap - INT TERM
     if ((interrupted)); then stop_peers kill; else stop_peers; fi
-    el=$((SECONDS - t0))
+    el=$((SECONDS - sweep_t0))
     ((interrupted)) &&
         echo "note=interrupted after $el s at point $i of $total:" \
             "the CSV holds the rows measured until then" >>"$meta_run"
@@ -1046,7 +1046,7 @@ for key in ${run_keys[@]+"${run_keys[@]}"}; do
     fi
 done
 now_us t0_us
-t0=$SECONDS
+sweep_t0=$SECONDS # not "t0": the trap may run finish inside a function with a local t0
 i=0
 now_us tp
 start_peers
@@ -1068,7 +1068,7 @@ for ((r = 1; r <= repeats; ++r)); do
         ask_peers --gemm --iters "$iters" --warmup "$warmup" --spin-us "$spin" --csv "$csv_run" \
             --commit "$commit" ${meta_arg[@]+"${meta_arg[@]}"}
         account peers "$tp"
-        fmt_time el_text $((SECONDS - t0))
+        fmt_time el_text $((SECONDS - sweep_t0))
         echo "[repeat $r/$repeats, $el_text] reference:${peer_cells:- none}"
     fi
     # The peers in this repeat's order: rotated by one each repeat.
@@ -1116,12 +1116,12 @@ for ((r = 1; r <= repeats; ++r)); do
                 echo "note=no GPU: stages skipped (${no_gpu_reason#*skipped: })" >>"$meta_run"
             fi
         fi
-        fmt_time el_text $((SECONDS - t0))
+        fmt_time el_text $((SECONDS - sweep_t0))
         echo "[point $i/$total, $el_text] repeat $r/$repeats, hd $d $cname seqlen $s" \
             "(batch $b, heads $h):${cells:- nothing measured}"
     done
     if ((r == 1 && repeats > 1)); then
-        el=$((SECONDS - t0))
+        el=$((SECONDS - sweep_t0))
         fmt_time el_text "$el"
         fmt_time left_text $((el * (repeats - 1)))
         echo "repeat 1 took $el_text; the sweep ends in about $left_text"

@@ -13,6 +13,7 @@
 # As the stage programs do, it refuses (exit 2) --bwd without a backward, and --bwd with
 # --scale above 8 (the backward's limit), before it looks for a GPU.
 #   FAKE_COMMIT=C     the commit its rows record (default fake0000)
+#   FAKE_SLEEP_S=S    sleeps S seconds before it times (a run that a timeout cuts short)
 set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
 header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
@@ -77,6 +78,7 @@ if [[ -n ${FAKE_REFUSE_HD:-} && $hd == "$FAKE_REFUSE_HD" ]]; then
     exit 2
 fi
 ((bench)) || exit 0
+[[ -z ${FAKE_SLEEP_S:-} ]] || sleep "$FAKE_SLEEP_S"
 rate=${FAKE_RATE:-300}
 row() {  # row DIRECTION FACTOR
     local flops ms
