@@ -468,9 +468,9 @@ class Peers:
     def time(self, fn, warmup, iters, spin_us):
         """fx_time: warm-up, then each call alone between two events, after the L2 flush
         and a spin of spin_us; returns (median, min, max ms, SM MHz, calls in which the
-        GPU had passed the start event before the host finished enqueueing, the longest
-        enqueue in us, calls in which the GPU had reached the stop event when the host
-        returned from the call)."""
+        GPU had passed the start event when the call returned, the longest time from the
+        start event's record to the call's return in us, calls in which the GPU had
+        reached the stop event as soon as the host recorded it)."""
         cuda = self.torch.cuda
         cycles = spin_cycles(spin_us, self.max_mhz) if self.has_sleep else 0
         for _ in range(warmup):
@@ -489,14 +489,19 @@ class Peers:
             t0 = time.perf_counter()
             start.record()
             fn()
+            t1 = time.perf_counter()
+            # Asked as soon as the call returns: had the GPU passed the start event? Then
+            # the spin ended before the host was done with the call, and host time may be
+            # inside the interval (before the first kernel, or between kernels). Asked any
+            # later, the question would count host time that comes after the call too.
+            started = start.query()
             stop.record()
             # Asked at once: the GPU had done the call's work and reached the stop event
-            # before the host returned from the call, so it waited for the host, at least
-            # from the end of the call's last kernel, inside the interval.
+            # before the host recorded it, so it waited for the host, at least from the
+            # end of the call's last kernel, inside the interval.
             stop_done = stop.query()
-            t1 = time.perf_counter()
-            if start.query():            # the GPU had passed the start event before the
-                late += 1                # host had enqueued the call: latency was timed
+            if started:
+                late += 1
             if stop_done:
                 idle_in += 1
             stop.synchronize()
