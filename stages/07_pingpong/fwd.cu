@@ -372,18 +372,21 @@ __device__ __forceinline__ bool softmax_max(SoftmaxState &sm, const float (&acc_
                                    fabsf(sm.m_scaled[1]) < kSoftmaxExactFrom));
 }
 
-/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
-template <class Cfg>
+/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). kExact:
+ * the exact path's copy (softmax_tail), the same rounded product written as __fmul_rn. */
+template <class Cfg, bool kExact>
 __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
                                                   const float (&alpha)[2])
 {
 #pragma unroll
     for (int d = 0; d < Cfg::kDTiles; ++d)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            acc_o[4 * d + 2 * h] *= alpha[h];
-            acc_o[4 * d + 2 * h + 1] *= alpha[h];
-        }
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float &o = acc_o[4 * d + 2 * h + e];
+                o = kExact ? __fmul_rn(o, alpha[h]) : o * alpha[h];
+            }
 }
 
 /* ℓ over the row (its 4 lanes), O /= ℓ once (FA2 Algorithm 1, line 12), and the LSE of the
@@ -500,8 +503,9 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
  * path, because ptxas schedules within a basic block and the branch ends one: with only
  * the exponentials inside it, the EX2s and the row-sum FADDs ran as a block of their own,
  * the packs in the next (SASS, sm_90a). The exact copy differs only in the exponent and
- * runs only when a row reaches kSoftmaxExactFrom. The O rescale, the same code in both
- * copies, is moved past the join by the compiler; the packs stay among the EX2s. */
+ * runs only when a row reaches kSoftmaxExactFrom. It rescales O with __fmul_rn, the same
+ * product as the fast copy's `*` but not the same instruction to the compiler: written
+ * alike in both copies, the rescale was moved past the join (SASS, sm_90a). */
 template <class Cfg, class Element, bool kExact, bool kRescale>
 __device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState &sm,
                                              float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
@@ -509,7 +513,7 @@ __device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState 
 {
     softmax_exp<Cfg, kExact>(sm, acc_s, c.scale_log2);
     if (kRescale)
-        softmax_rescale_o<Cfg>(acc_o, sm.alpha);
+        softmax_rescale_o<Cfg, kExact>(acc_o, sm.alpha);
     pack_p<Cfg, Element>(acc_s, p_frag);
 }
 /* END UNIT */
