@@ -245,6 +245,54 @@ __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kN
 static_assert(kSoftmaxExactFrom == FX_MODEL_SOFTMAX_EXACT_FROM, "the CPU model's threshold");
 
 /*
+ * The rest of one K/V block once P is known: O *= alpha per row, then O += P·V, P converted
+ * from the S accumulators in registers (layouts drawn above attention_block). attention_block
+ * calls it on both sides of the softmax's vote, so that each side is one straight-line
+ * region (see there).
+ */
+template <class Cfg, class Element>
+__device__ __forceinline__ void rescale_o_pv(float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4],
+                                             const float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
+                                             const float (&alpha)[Cfg::kMTiles][2], uint32_t sV,
+                                             const LaneAddrs &la)
+{
+    using Ops = ElementOps<Element>;
+    constexpr int kM = Cfg::kMTiles;
+    constexpr int kTileRowBytes = kMmaM * Cfg::kSmemRowBytes;  // 16 rows: one k16 step
+#pragma unroll
+    for (int i = 0; i < kM; ++i)
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                acc_o[i][d][2 * h] *= alpha[i][h];
+                acc_o[i][d][2 * h + 1] *= alpha[i][h];
+            }
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
+        uint32_t a[kM][4];
+#pragma unroll
+        for (int i = 0; i < kM; ++i) {
+            a[i][0] = Ops::pack(acc_s[i][2 * kk][0], acc_s[i][2 * kk][1]);
+            a[i][1] = Ops::pack(acc_s[i][2 * kk][2], acc_s[i][2 * kk][3]);
+            a[i][2] = Ops::pack(acc_s[i][2 * kk + 1][0], acc_s[i][2 * kk + 1][1]);
+            a[i][3] = Ops::pack(acc_s[i][2 * kk + 1][2], acc_s[i][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < Cfg::kDTiles / 2; ++dp) {
+            uint32_t b[4];
+            fx_ldmatrix_x4_trans(b,
+                                 sV + la.v_row + kk * kTileRowBytes + swizzled_step(dp, la.key_a));
+#pragma unroll
+            for (int i = 0; i < kM; ++i) {
+                Ops::mma(acc_o[i][2 * dp], a[i], b[0], b[1]);
+                Ops::mma(acc_o[i][2 * dp + 1], a[i], b[2], b[3]);
+            }
+        }
+    }
+}
+
+/*
  * One K/V block for the warp's kRowsPerWarp rows. kMask: the block crosses the causal
  * diagonal or the end of seqlen_k, so scores of keys a row may not see become -inf.
  *
@@ -347,7 +395,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     // so far, from the same ROUNDED products as P (__fmul_rn: not fused into an FFMA with the
     // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
     // (docs/03_flash2.md, "The LSE must match the forward's P").
-    float m_scaled[kM][2];
+    float m_scaled[kM][2], alpha[kM][2];
     bool exact = false;
 #pragma unroll
     for (int i = 0; i < kM; ++i)
@@ -363,45 +411,27 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
             // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
             m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
-            const float alpha = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
+            alpha[i][h] = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
-            row_sum[i][h] *= alpha;
-#pragma unroll
-            for (int d = 0; d < Cfg::kDTiles; ++d) {
-                acc_o[i][d][2 * h] *= alpha;
-                acc_o[i][d][2 * h + 1] *= alpha;
-            }
+            row_sum[i][h] *= alpha[i][h];
             exact = exact || !(fabsf(m_scaled[i][h]) < kSoftmaxExactFrom);  // inf: exact
         }
-    if (__any_sync(kFullWarp, exact))
+    // ---- P (softmax_exp), O rescaled, O += P·V: one whole copy per path ----
+    // ptxas schedules within a basic block, and the vote's branch ends one. With only the
+    // exponentials inside the branch, the O rescale ran as one run of FMULs before it and
+    // the V ldmatrix and the PV mma after it; with the whole rest of the block on each side,
+    // the fast side is one straight-line region again, as before the exact path existed:
+    // the FMULs sit between the PV mma that read their tiles and the V loads among the EX2s
+    // (SASS, sm_90, head_dim 64-256). The exact side is the same code but the exponent.
+    if (__any_sync(kFullWarp, exact)) {
         softmax_exp<Cfg, true>(acc_s, row_sum, m_scaled, scale_log2);
-    else
+        rescale_o_pv<Cfg, Element>(acc_o, acc_s, alpha, sV, la);
+    } else {
         softmax_exp<Cfg, false>(acc_s, row_sum, m_scaled, scale_log2);
-
-        /* END UNIT */
-        // ---- O += P·V, P converted from the S accumulators in registers ----
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
-        uint32_t a[kM][4];
-#pragma unroll
-        for (int i = 0; i < kM; ++i) {
-            a[i][0] = Ops::pack(acc_s[i][2 * kk][0], acc_s[i][2 * kk][1]);
-            a[i][1] = Ops::pack(acc_s[i][2 * kk][2], acc_s[i][2 * kk][3]);
-            a[i][2] = Ops::pack(acc_s[i][2 * kk + 1][0], acc_s[i][2 * kk + 1][1]);
-            a[i][3] = Ops::pack(acc_s[i][2 * kk + 1][2], acc_s[i][2 * kk + 1][3]);
-        }
-#pragma unroll
-        for (int dp = 0; dp < Cfg::kDTiles / 2; ++dp) {
-            uint32_t b[4];
-            fx_ldmatrix_x4_trans(b,
-                                 sV + la.v_row + kk * kTileRowBytes + swizzled_step(dp, la.key_a));
-#pragma unroll
-            for (int i = 0; i < kM; ++i) {
-                Ops::mma(acc_o[i][2 * dp], a[i], b[0], b[1]);
-                Ops::mma(acc_o[i][2 * dp + 1], a[i], b[2], b[3]);
-            }
-        }
+        rescale_o_pv<Cfg, Element>(acc_o, acc_s, alpha, sV, la);
     }
+
+    /* END UNIT */
 }
 
 /* ---------------------------------------------------------------------------------

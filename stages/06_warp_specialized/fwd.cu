@@ -309,6 +309,9 @@ constexpr float kSoftmaxExactFrom = 0x1p24f;
 struct SoftmaxState {
     float row_max[2];  // m of rows g and g + 8 (unscaled S; -inf before any visible key)
     float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
+    // Of the block between softmax_max and softmax_exp:
+    float m_scaled[2];  // R = round(m·c), the reference of its P
+    float alpha[2];  // 2^(R_old − R_new) ≈ exp(m_old − m_new), O's rescale (softmax_rescale_o)
 };
 
 __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
@@ -319,11 +322,11 @@ __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
     }
 }
 
-/* P = 2^(S·c − R) in place, R = m_scaled, and this lane's part of ℓ. kExact: S·c rounded on
- * its own, then the subtraction (one FMUL and one FADD per score); else one FFMA per score. */
+/* P = 2^(S·c − R) in place, R = sm.m_scaled, and this lane's part of ℓ. kExact: S·c rounded
+ * on its own, then the subtraction (one FMUL and one FADD per score); else one FFMA per score. */
 template <class Cfg, bool kExact>
 __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
-                                            const float (&m_scaled)[2], float scale_log2)
+                                            float scale_log2)
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -332,21 +335,21 @@ __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const float s = acc_s[4 * j + 2 * h + e];
-                const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[h])
-                                       : fx_ex2(fmaf(s, scale_log2, -m_scaled[h]));
+                const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - sm.m_scaled[h])
+                                       : fx_ex2(fmaf(s, scale_log2, -sm.m_scaled[h]));
                 acc_s[4 * j + 2 * h + e] = p;
                 sm.row_sum[h] += p;  // this lane's partial; reduced over the row at the end
             }
 }
 
-/* Online softmax of one block's S, in place (acc_s becomes P in fp32); alpha receives
- * 2^(R_old − R_new) ≈ exp(m_old − m_new) per row, by which O must be rescaled
- * (softmax_rescale_o) once no wgmma is writing O. */
+/* The online softmax of one block's S, first half: the row maxima, R and alpha into sm (ℓ
+ * rescaled), and the warp's vote, true when a row of the warp needs the exact path (the same
+ * value in every lane). The caller branches on the vote once, around softmax_exp and all
+ * that follows up to its next wait (softmax_tail says why). */
 template <class Cfg>
-__device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
-                                               float (&alpha)[2], float scale_log2)
+__device__ __forceinline__ bool softmax_max(SoftmaxState &sm, const float (&acc_s)[Cfg::kAccS],
+                                            float scale_log2)
 {
-    float m_scaled[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float m_new = sm.row_max[h];
@@ -357,32 +360,31 @@ __device__ __forceinline__ void softmax_online(SoftmaxState &sm, float (&acc_s)[
         m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
         // A row that has seen only masked keys keeps m = -inf: exponentiate against 0, so
         // every P is 0 and no -inf - (-inf) = NaN appears.
-        m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
-        alpha[h] = fx_ex2(__fmul_rn(sm.row_max[h], scale_log2) - m_scaled[h]);
+        sm.m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
+        sm.alpha[h] = fx_ex2(__fmul_rn(sm.row_max[h], scale_log2) - sm.m_scaled[h]);
         sm.row_max[h] = m_new;
-        sm.row_sum[h] *= alpha[h];
+        sm.row_sum[h] *= sm.alpha[h];
     }
     // The exact path from kSoftmaxExactFrom on (inf compares false too).
-    const bool exact = __any_sync(kFullWarp, !(fabsf(m_scaled[0]) < kSoftmaxExactFrom &&
-                                               fabsf(m_scaled[1]) < kSoftmaxExactFrom));
-    if (!exact)
-        softmax_exp<Cfg, false>(sm, acc_s, m_scaled, scale_log2);
-    else
-        softmax_exp<Cfg, true>(sm, acc_s, m_scaled, scale_log2);
+    return __any_sync(kFullWarp, !(fabsf(sm.m_scaled[0]) < kSoftmaxExactFrom &&
+                                   fabsf(sm.m_scaled[1]) < kSoftmaxExactFrom));
 }
 
-/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
-template <class Cfg>
+/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). kExact:
+ * the exact path's copy (softmax_tail), the same rounded product written as __fmul_rn. */
+template <class Cfg, bool kExact>
 __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
                                                   const float (&alpha)[2])
 {
 #pragma unroll
     for (int d = 0; d < Cfg::kDTiles; ++d)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            acc_o[4 * d + 2 * h] *= alpha[h];
-            acc_o[4 * d + 2 * h + 1] *= alpha[h];
-        }
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float &o = acc_o[4 * d + 2 * h + e];
+                o = kExact ? __fmul_rn(o, alpha[h]) : o * alpha[h];
+            }
 }
 
 /* ℓ over the row (its 4 lanes), O /= ℓ once (FA2 Algorithm 1, line 12), and the LSE of the
@@ -492,6 +494,28 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
 }
 /* END UNIT */
 
+/* UNIT(softmax_tail) */
+/* The online softmax once the vote is known, and what ordinary code does to the block
+ * before its PV GEMM: P (softmax_exp), O *= alpha (kRescale: not while O is still 0), P
+ * packed. The caller calls it on both sides of the vote's branch, one copy per
+ * path, because ptxas schedules within a basic block and the branch ends one: with only
+ * the exponentials inside it, the EX2s and the row-sum FADDs ran as a block of their own,
+ * the packs in the next (SASS, sm_90a). The exact copy differs only in the exponent and
+ * runs only when a row reaches kSoftmaxExactFrom. It rescales O with __fmul_rn, the same
+ * product as the fast copy's `*` but not the same instruction to the compiler: written
+ * alike in both copies, the rescale was moved past the join (SASS, sm_90a). */
+template <class Cfg, class Element, bool kExact, bool kRescale>
+__device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState &sm,
+                                             float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
+                                             uint32_t (&p_frag)[Cfg::kPFrags][4])
+{
+    softmax_exp<Cfg, kExact>(sm, acc_s, c.scale_log2);
+    if (kRescale)
+        softmax_rescale_o<Cfg, kExact>(acc_o, sm.alpha);
+    pack_p<Cfg, Element>(acc_s, p_frag);
+}
+/* END UNIT */
+
 /* ---------------------------------------------------------------------------------
  * Mainloop
  * ------------------------------------------------------------------------------ */
@@ -523,10 +547,11 @@ __device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, SharedStorag
         apply_mask<Cfg, kCausal>(acc_s, c.row0,
                                  n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow), c.seqlen_q,
                                  c.seqlen_k);
-    float alpha[2];
-    softmax_online<Cfg>(sm, acc_s, alpha, c.scale_log2);
-    softmax_rescale_o<Cfg>(acc_o, alpha);
-    pack_p<Cfg, Element>(acc_s, p_frag);
+    if (softmax_max<Cfg>(sm, acc_s,
+                         c.scale_log2))  // the vote: a row of the warp needs the exact path
+        softmax_tail<Cfg, Element, true, true>(c, sm, acc_s, acc_o, p_frag);
+    else
+        softmax_tail<Cfg, Element, false, true>(c, sm, acc_s, acc_o, p_frag);
 
     // ---- O += P·V, once V has landed ----
     fx_mbarrier_wait(fx_smem_addr(&smem.v_full[read.stage]), read.phase);
