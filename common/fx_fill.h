@@ -1,8 +1,8 @@
 /*
  * fx_fill.h — the inputs drawn on the device (fx_draw.h's numbers), for runs that only
- * time the kernels: a problem of the FA3 paper's sweep has 3 × 33.5 M elements, which the
- * host draws in about 0.5 s on 16 cores (double log and cos per element) and the GPU in
- * well under a millisecond.
+ * time the kernels: a problem of the FA3 paper's sweep has 3 × 33.5 M elements, a double
+ * log and cos each, which the host drew in 2.5 s on 2 cores (docs/harness.md, "Inputs")
+ * and a GPU, whose fp64 units do that work in parallel, draws in far less.
  */
 #ifndef FX_FILL_H
 #define FX_FILL_H
