@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fx_draw.h" /* fx_tensor_id, and the numbers themselves */
 #include "fx_problem.h"
 
 #ifdef __cplusplus
@@ -42,9 +43,6 @@ uint64_t fx_rng_u64(uint64_t seed, uint64_t stream, uint64_t index);
 double fx_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index); /* in (0, 1)   */
 double fx_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);  /* N(0, 1)     */
 /* (fx_rng_normal: Box–Muller on the uniforms at 2·index and 2·index + 1 of the stream.) */
-
-/* Which tensor a fill is for: each has its own stream of numbers. */
-typedef enum fx_tensor_id { FX_T_Q = 1, FX_T_K, FX_T_V, FX_T_DO } fx_tensor_id;
 
 /* The standard deviation of the widest normal that Q and K elements are drawn from under
  * d, before qk_scale: 1 (normal), sqrt(1 + 10²) (outliers: an outlier element is

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_fill.h"
 #include "fx_gpu.h"
 #include "fx_host.h"
 #include "fx_msg.h"
@@ -86,25 +87,81 @@ void fx_inputs_free(fx_inputs *in)
     memset(in, 0, sizeof *in);
 }
 
-cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, fx_inputs *in)
+/* One input on the device: h's bits copied, or drawn there when h has none. */
+static cudaError_t input_make(const fx_problem *p, fx_tensor_id id, const uint16_t *bits, size_t n,
+                              void **dst, const char *what)
 {
-    size_t bq = fx_numel_q(p) * 2, bkv = fx_numel_kv(p) * 2;
+    cudaError_t err = dev_alloc(dst, n * 2, what);
+    if (err != cudaSuccess)
+        return err;
+    if (bits)
+        return FX_CUDA(cudaMemcpy(*dst, bits, n * 2, cudaMemcpyHostToDevice));
+    return FX_CUDA(fx_fill_bits_device(p, id, *dst, n, 0));
+}
+
+cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, bool backward, fx_inputs *in)
+{
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
     cudaError_t err;
     memset(in, 0, sizeof *in);
     in->p = p;
-    if ((err = dev_alloc(&in->q, bq, "Q")) || (err = dev_alloc(&in->k, bkv, "K")) ||
-        (err = dev_alloc(&in->v, bkv, "V")))
+    if ((err = input_make(p, FX_T_Q, h->qb, nq, &in->q, "Q")) ||
+        (err = input_make(p, FX_T_K, h->kb, nkv, &in->k, "K")) ||
+        (err = input_make(p, FX_T_V, h->vb, nkv, &in->v, "V")))
         return err;
-    if ((err = FX_CUDA(cudaMemcpy(in->q, h->qb, bq, cudaMemcpyHostToDevice))) ||
-        (err = FX_CUDA(cudaMemcpy(in->k, h->kb, bkv, cudaMemcpyHostToDevice))) ||
-        (err = FX_CUDA(cudaMemcpy(in->v, h->vb, bkv, cudaMemcpyHostToDevice))))
+    if (backward && (err = input_make(p, FX_T_DO, h->dob, nq, &in->dout, "dO")))
         return err;
-    if (h->dob) {
-        if ((err = dev_alloc(&in->dout, bq, "dO")) ||
-            (err = FX_CUDA(cudaMemcpy(in->dout, h->dob, bq, cudaMemcpyHostToDevice))))
-            return err;
+    /* A kernel error of the fill surfaces here, not inside the stage's first launch. */
+    return FX_CUDA(cudaDeviceSynchronize());
+}
+
+/* The elements of one tensor whose device-drawn bits differ from `want`, the first named. */
+static long long fill_differences(const fx_problem *p, fx_tensor_id id, const char *what,
+                                  const uint16_t *want, size_t n)
+{
+    void *d = NULL;
+    uint16_t *got = fx_xmalloc(n * 2);
+    long long differ = -1;
+    if (dev_alloc(&d, n * 2, "the fill check's buffer") == cudaSuccess &&
+        FX_CUDA(fx_fill_bits_device(p, id, d, n, 0)) == cudaSuccess &&
+        FX_CUDA(cudaMemcpy(got, d, n * 2, cudaMemcpyDeviceToHost)) == cudaSuccess) {
+        differ = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (got[i] == want[i])
+                continue;
+            if (differ++ == 0)
+                fx_error("the device's fill of %s differs from the host's at element %zu "
+                         "(0x%04x against 0x%04x)",
+                         what, i, got[i], want[i]);
+        }
     }
-    return cudaSuccess;
+    cudaFree(d);
+    free(got);
+    return differ;
+}
+
+long long fx_inputs_check_device_fill(const fx_problem *p, const fx_case_host *h)
+{
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    const struct {
+        fx_tensor_id id;
+        const char *what;
+        const uint16_t *bits;
+        size_t n;
+    } t[] = {{FX_T_Q, "Q", h->qb, nq},
+             {FX_T_K, "K", h->kb, nkv},
+             {FX_T_V, "V", h->vb, nkv},
+             {FX_T_DO, "dO", h->dob, nq}};
+    long long total = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!t[i].bits)
+            continue;
+        long long d = fill_differences(p, t[i].id, t[i].what, t[i].bits, t[i].n);
+        if (d < 0)
+            return -1;
+        total += d;
+    }
+    return total;
 }
 
 /* ---- one stage's run ----------------------------------------------------------------- */

@@ -37,8 +37,9 @@ typedef struct fx_case_host {
 
 /* Draws Q, K, V (and dO when `backward`) for p into h: their dtype bits (qb, kb, vb, dob)
  * always, and the same values as float (q, k, v, dout; fx_fill) only when `floats`, which
- * the checks need (the fp64 reference, the emulation and the CPU models read them) and a
- * run that only times does not: there they stay NULL (fx_fill_bits). */
+ * the checks need (the fp64 reference, the emulation and the CPU models read them);
+ * otherwise they stay NULL (fx_fill_bits). A run that only times makes no host inputs at
+ * all (fx_inputs_make draws them on the device). */
 void fx_host_make(const fx_problem *p, bool backward, bool floats, fx_case_host *h);
 /* Frees h's arrays and zeroes it. */
 void fx_host_free(fx_case_host *h);
@@ -50,10 +51,19 @@ typedef struct fx_inputs {
     void *q, *k, *v, *dout;
 } fx_inputs;
 
-/* Allocates and copies h's inputs to the device. Returns a CUDA error, or
- * cudaErrorMemoryAllocation after naming the bytes (fx_error) when one does not fit. On
- * an error the caller still frees `in`. */
-cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, fx_inputs *in);
+/* Allocates the inputs on the device: copies h's bits there, or, where h holds none (a
+ * run that only times: h zeroed), draws them there (fx_fill_bits_device: the same
+ * numbers). dO only when `backward`. Returns a CUDA error, or cudaErrorMemoryAllocation
+ * after naming the bytes (fx_error) when one does not fit. On an error the caller still
+ * frees `in`. */
+cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, bool backward,
+                           fx_inputs *in);
+/* Draws each input on the device again and compares its bits with h's (which a checked
+ * run copied there): a timing-only run draws its inputs on the device, and this is what
+ * holds those to the inputs that the checks saw. Returns the number of elements that
+ * differ over Q, K, V (and dO where h has it), after naming the first (fx_error), or -1
+ * on a CUDA error. */
+long long fx_inputs_check_device_fill(const fx_problem *p, const fx_case_host *h);
 /* Frees in's device buffers (those allocated) and zeroes it. */
 void fx_inputs_free(fx_inputs *in);
 
