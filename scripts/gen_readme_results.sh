@@ -180,7 +180,16 @@ elif [[ -n $spin_us ]]; then
     if ((spin_us > 0)); then
         timing="Every runner, stage and peer, timed each call after an L2 flush with the GPU kept"
         timing+=" busy for ${spin_us} µs (\`--spin-us ${spin_us}\`) while the host enqueued it,"
-        timing+=" so no launch latency is in the times"
+        short=0
+        [[ ! -r $meta ]] || short=$(grep -c '^note=.*(spin too short)' "$meta" || true)
+        if ((short > 0)); then
+            timing+=" so that no launch latency should be in the times; the \`.meta\` names"
+            timing+=" the ${short} results (runner, point, repeat) where the spin ended before"
+            timing+=" the host was done with some call (\`spin too short\`), whose times may"
+            timing+=" hold some"
+        else
+            timing+=" so no launch latency is in the times"
+        fi
         timing+=" ([docs/benchmarks.md](docs/benchmarks.md#how-the-runners-are-timed))."
     else
         timing="Timed without the spin (\`--spin-us 0\`): a Python peer's launch latency can be"
