@@ -501,30 +501,22 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
 }
 /* END UNIT */
 
-/* UNIT(softmax_tail, changed: the overlapped turn waits for PV_{j-1} inside it) */
+/* UNIT(softmax_tail) */
 /* The online softmax once the vote is known, and what ordinary code does to the block
  * before its PV GEMM: P (softmax_exp), O *= alpha (kRescale: not while O is still 0), P
- * packed. kWaitPV: PV_{j-1} may still be running when the tail begins;
- * it is waited for after P, before O and the P fragments are touched, and V released at
- * v_empty. The caller calls it on both sides of the vote's branch, one copy per
+ * packed. The caller calls it on both sides of the vote's branch, one copy per
  * path, because ptxas schedules within a basic block and the branch ends one: with only
  * the exponentials inside it, the EX2s and the row-sum FADDs ran as a block of their own,
  * the packs in the next (SASS, sm_90a). The exact copy differs only in the exponent and
  * runs only when a row reaches kSoftmaxExactFrom. It rescales O with __fmul_rn, the same
  * product as the fast copy's `*` but not the same instruction to the compiler: written
  * alike in both copies, the rescale was moved past the join (SASS, sm_90a). */
-template <class Cfg, class Element, bool kExact, bool kRescale, bool kWaitPV>
+template <class Cfg, class Element, bool kExact, bool kRescale>
 __device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState &sm,
                                              float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
-                                             uint32_t (&p_frag)[Cfg::kPFrags][4], uint32_t v_empty)
+                                             uint32_t (&p_frag)[Cfg::kPFrags][4])
 {
     softmax_exp<Cfg, kExact>(sm, acc_s, c.scale_log2);
-    if (kWaitPV) {
-        fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
-        fx_wgmma_fence_operand(acc_o);
-        if (c.lane == 0)
-            fx_mbarrier_arrive(v_empty);
-    }
     if (kRescale)
         softmax_rescale_o<Cfg, kExact>(acc_o, sm.alpha);
     pack_p<Cfg, Element>(acc_s, p_frag);
@@ -594,13 +586,28 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
             apply_mask<Cfg, kCausal>(acc_s, c.row0,
                                      n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow),
                                      c.seqlen_q, c.seqlen_k);
-        // P while PV_{j-1} runs; softmax_tail waits for it before O and the P fragments.
-        const uint32_t v_empty = fx_smem_addr(&smem.v_empty[prev.stage]);
-        if (softmax_max<Cfg>(sm, acc_s,
-                             c.scale_log2))  // the vote: a row of the warp needs the exact path
-            softmax_tail<Cfg, Element, true, true, true>(c, sm, acc_s, acc_o, p_frag, v_empty);
+        // P while PV_{j-1} runs. The vote (a row of this warp needs the exact path) is one
+        // warp's, and wgmma.wait_group is .aligned: every thread of the warpgroup must run
+        // the same instruction (PTX ISA 9.7.15.7.3), so the wait for PV_{j-1} stays at the
+        // join, between two branches on the same vote: the exponentials on both sides of the
+        // first, O's rescale and P's pack (which PV_{j-1} was reading) on both of the second.
+        // The wait separates the two anyway, so little of the schedule is lost.
+        const bool exact = softmax_max<Cfg>(sm, acc_s, c.scale_log2);
+        if (exact)
+            softmax_exp<Cfg, true>(sm, acc_s, c.scale_log2);
         else
-            softmax_tail<Cfg, Element, false, true, true>(c, sm, acc_s, acc_o, p_frag, v_empty);
+            softmax_exp<Cfg, false>(sm, acc_s, c.scale_log2);
+        fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
+        fx_wgmma_fence_operand(acc_o);
+        if (c.lane == 0)
+            fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
+        if (exact) {
+            softmax_rescale_o<Cfg, true>(acc_o, sm.alpha);
+            pack_p<Cfg, Element>(acc_s, p_frag);
+        } else {
+            softmax_rescale_o<Cfg, false>(acc_o, sm.alpha);
+            pack_p<Cfg, Element>(acc_s, p_frag);
+        }
         return;
     }
     fx_wgmma_wait<0>();  // both groups: S_j and PV_{j-1}
@@ -620,9 +627,9 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
                                  c.seqlen_k);
     if (softmax_max<Cfg>(sm, acc_s,
                          c.scale_log2))  // the vote: a row of the warp needs the exact path
-        softmax_tail<Cfg, Element, true, kPV, false>(c, sm, acc_s, acc_o, p_frag, 0);
+        softmax_tail<Cfg, Element, true, kPV>(c, sm, acc_s, acc_o, p_frag);
     else
-        softmax_tail<Cfg, Element, false, kPV, false>(c, sm, acc_s, acc_o, p_frag, 0);
+        softmax_tail<Cfg, Element, false, kPV>(c, sm, acc_s, acc_o, p_frag);
 }
 
 /* ---------------------------------------------------------------------------------
