@@ -287,17 +287,10 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
     int rc = FX_EXIT_FAIL;
     bool pass = true, csv_ok = true; /* csv_ok: every --csv row was written */
     cudaError_t err = fx_inputs_make(p, &h, backward, &in);
-    if (err == cudaSuccess)
-        err = fx_run_stage(&st, c->self, &in, backward);
-    if (err == cudaErrorMemoryAllocation) {
-        rc = FX_EXIT_USAGE; /* the bytes were named; a problem too large is a refusal */
-        goto out;
-    }
-    if (err != cudaSuccess)
-        goto out;
-
-    if (c->opt.check) {
-        /* What a timing-only run would have drawn on the device must be what was checked. */
+    if (err == cudaSuccess && c->opt.check) {
+        /* What a timing-only run would have drawn on the device must be what is checked;
+         * compared before the stage allocates anything, so the comparison's buffer fits
+         * wherever the inputs do. */
         const long long differ = fx_inputs_check_device_fill(p, &h);
         if (differ < 0)
             goto out;
@@ -308,6 +301,15 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
             pass = false;
         }
     }
+    if (err == cudaSuccess)
+        err = fx_run_stage(&st, c->self, &in, backward);
+    if (err == cudaErrorMemoryAllocation) {
+        rc = FX_EXIT_USAGE; /* the bytes were named; a problem too large is a refusal */
+        goto out;
+    }
+    if (err != cudaSuccess)
+        goto out;
+
     if (c->opt.check &&
         check_forward_case(c, &h, &in, &st, verbose, &pass, res, &pv) != cudaSuccess)
         goto out;

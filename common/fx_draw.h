@@ -11,7 +11,8 @@
  * float's rounding about once in 2^29 elements, and a float's last bit a bf16's once in
  * 2^16. fx_fill.cu is compiled without FMA contraction (-fmad=false) so that the device
  * rounds each product and sum as the host does. Every checked run compares the two fills
- * (fx_inputs_make), so a difference would be seen, not assumed away.
+ * (fx_inputs_check_device_fill, from fx_run_case), so a difference would be seen, not
+ * assumed away.
  */
 #ifndef FX_DRAW_H
 #define FX_DRAW_H
