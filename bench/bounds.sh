@@ -40,6 +40,8 @@
 # Exit status: 0; 2 on bad usage (an option without its value, a number that is not
 # positive, an OUT that cannot be written) or input (not a sweep CSV, no usable row).
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable, fx_csv_bad_row, fx_sweep_dirs
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
@@ -86,21 +88,9 @@ positive() {
 [[ -e $csv ]] || die "no file $csv"
 [[ ! -d $csv ]] || die "$csv is a directory, not a sweep CSV"
 [[ -f $csv && -r $csv ]] || die "cannot read $csv"
-# writable FILE: an existing regular file that opens for appending (its contents
-# untouched), or a new file in a directory where one can be made (tried: a directory can
-# say writable and refuse, as /proc does for root).
-writable() {
-    local f=$1 d probe
-    if [[ -e $f || -L $f ]]; then
-        [[ -f $f ]] && { : >>"$f"; } 2>/dev/null
-        return
-    fi
-    d=$(dirname "$f")
-    [[ -d $d ]] && probe=$(mktemp "$d/.bounds_probe.XXXXXX" 2>/dev/null) && rm -f "$probe"
-}
 if [[ -n $out ]]; then
     [[ ! $out -ef $csv ]] || die "--csv $out is the input CSV: name another file"
-    writable "$out" || die "--csv $out: cannot write it (a writable file in an existing folder)"
+    fx_writable "$out" || die "--csv $out: cannot write it (a writable file in an existing folder)"
 fi
 first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||

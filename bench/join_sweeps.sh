@@ -22,6 +22,8 @@
 # per (runner, point) and says where a count differs from the others (a part cut short,
 # or parts that overlap). Needs no GPU.
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable, fx_csv_bad_row, fx_sweep_dirs
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
@@ -44,21 +46,8 @@ done
 [[ -n $out ]] || { usage >&2; exit 2; }
 ((${#parts[@]} >= 1)) || die "give the parts' CSVs after OUT.csv"
 [[ $out == *.csv ]] || die "OUT must end in .csv (its .meta goes beside it)"
-# writable FILE: an existing regular file that opens for appending (its contents
-# untouched), or a new file where one can be made (the nearest existing folder tried: a
-# folder can say writable and refuse, as /proc does for root).
-writable() {
-    local f=$1 d probe
-    if [[ -e $f || -L $f ]]; then
-        [[ -f $f ]] && { : >>"$f"; } 2>/dev/null
-        return
-    fi
-    d=$(dirname "$f")
-    while [[ ! -e $d ]]; do d=$(dirname "$d"); done
-    [[ -d $d ]] && probe=$(mktemp "$d/.join_probe.XXXXXX" 2>/dev/null) && rm -f "$probe"
-}
 for f in "$out" "${out%.csv}.meta"; do
-    writable "$f" || die "cannot write $f (OUT: a writable file, checked before joining)"
+    fx_writable --mkdir "$f" || die "cannot write $f (OUT: a writable file, checked before joining)"
 done
 for p in "${parts[@]}"; do
     [[ -r $p && -f $p ]] || die "cannot read $p"

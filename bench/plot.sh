@@ -24,6 +24,8 @@
 # row cut short or not numeric, gnuplot failing); 2 on bad usage or a file that is not a
 # sweep CSV (said why).
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable, fx_csv_bad_row, fx_sweep_dirs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
@@ -79,28 +81,11 @@ if (($(wc -l <"$csv") < 2)); then
 fi
 # Every row whole, with numbers where the figures read them: a row cut short or with text
 # in a number would fail in gnuplot or be drawn as a zero. Said with its line; nothing drawn.
-bad_row=$(awk -F, '
-    function is_num(x) { return x ~ /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ }
-    NR == 1 {
-        for (i = 1; i <= NF; ++i) c[$i] = i
-        nh = NF
-        nnum = split("sm_count sm_clock_mhz ms tflops batch seqlen_q seqlen_k heads_q " \
-                     "heads_kv head_dim causal", num, " ")
-        next
-    }
-    NF != nh { printf "line %d has %d fields, the header %d (cut short?)", NR, NF, nh; exit }
-    {
-        for (k = 1; k <= nnum; ++k)
-            if ((num[k] in c) && !is_num($c[num[k]])) {
-                printf "line %d: %s is \"%s\", not a number", NR, num[k], $c[num[k]]; exit
-            }
-    }' "$csv")
+bad_row=$(fx_csv_bad_row "$csv")
 if [[ -n $bad_row ]]; then
     echo "plot.sh: $csv: $bad_row: nothing drawn (fix or drop the row)" >&2
     exit 1
 fi
-# shellcheck source=bench/sweep_dirs.sh
-source bench/sweep_dirs.sh
 read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 if ((${#dirs[@]} == 0)); then
     echo "plot.sh: $csv has no fwd or bwd rows" \

@@ -121,6 +121,8 @@
 # the CSV can be written), or when every stage run was refused (the CSV keeps the peers'
 # rows).
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable, fx_csv_bad_row, fx_sweep_dirs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
@@ -215,25 +217,14 @@ case $causal_opt in
     *) die "--causal must be 0, 1 or both" ;;
 esac
 
-# writable FILE: FILE can be written: an existing regular file that opens for appending (its
-# contents untouched), or a new file in a directory where one can be made (tried: a
-# directory can say writable and refuse, as /proc does for root).
-writable() {
-    local f=$1 d probe
-    if [[ -e $f || -L $f ]]; then
-        [[ -f $f ]] && { : >>"$f"; } 2>/dev/null
-        return
-    fi
-    d=$(dirname "$f")
-    while [[ ! -e $d ]]; do d=$(dirname "$d"); done
-    [[ -d $d ]] && probe=$(mktemp "$d/.sweep_probe.XXXXXX" 2>/dev/null) && rm -f "$probe"
-}
 if [[ -n $out ]]; then
     for f in "$out" "${out%.csv}.meta"; do
-        writable "$f" || die "--out $out: cannot write $f (checked before measuring anything)"
+        fx_writable --mkdir "$f" ||
+            die "--out $out: cannot write $f (checked before measuring anything)"
     done
 else
-    writable plots/data/fa3_probe.csv || die "cannot write into plots/data (--out FILE elsewhere)"
+    fx_writable --mkdir plots/data/fa3_probe.csv ||
+        die "cannot write into plots/data (--out FILE elsewhere)"
 fi
 
 # The spins: the run's own first, then --spin-compare's, each once.

@@ -202,9 +202,8 @@ void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, 
 
 /* ---- emulation in the stage's dtype ---------------------------------------------- */
 
-/* a·b accumulated in fp32, as a tensor-core GEMM does (in a different order, which
- * changes the result by fp32 roundings only, far below the dtype's). */
-static float dot_f32(const float *a, const float *b, int n)
+/* fx_reference.h. Four interleaved partial sums, added in a tree at the end. */
+float fx_dot_f32(const float *a, const float *b, int n)
 {
     float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int d = 0;
@@ -251,7 +250,7 @@ void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, co
 
         float m = -INFINITY;
         for (int j = 0; j < n_keys; j++) {
-            p_row[j] = scale * dot_f32(q_row, k_head + j * lkv.row_stride, D);
+            p_row[j] = scale * fx_dot_f32(q_row, k_head + j * lkv.row_stride, D);
             m = fmaxf(m, p_row[j]);
         }
         /* Standard attention in the dtype, as FlashAttention's tests build their
@@ -303,12 +302,12 @@ void fx_emu_backward_group(const fx_problem *p, const float *q, const float *k, 
         const int n_keys = fx_keys_seen(p, i);
         float *acc = xmalloc((size_t)D * sizeof(float));
 
-        D_row[r] = dot_f32(do_row, o + (size_t)r * D, D);
+        D_row[r] = fx_dot_f32(do_row, o + (size_t)r * D, D);
         for (int d = 0; d < D; d++)
             acc[d] = 0.0f;
         for (int j = 0; j < n_keys; j++) {
-            float P = expf(scale * dot_f32(q_row, k_head + j * lkv.row_stride, D) - lse[r]);
-            float dP = dot_f32(do_row, v_head + j * lkv.row_stride, D);
+            float P = expf(scale * fx_dot_f32(q_row, k_head + j * lkv.row_stride, D) - lse[r]);
+            float dP = fx_dot_f32(do_row, v_head + j * lkv.row_stride, D);
             float dS = fx_round(dt, P * (dP - D_row[r]));
             axpy_f32(acc, dS, k_head + j * lkv.row_stride, D);
         }
@@ -331,9 +330,9 @@ void fx_emu_backward_group(const fx_problem *p, const float *q, const float *k, 
                     continue;
                 const int r = g * sq + i;
                 const float *q_row = row_ptr(q, lq, b, i, h), *do_row = row_ptr(dout, lq, b, i, h);
-                float P = expf(scale * dot_f32(q_row, k_row, D) - lse[r]);
+                float P = expf(scale * fx_dot_f32(q_row, k_row, D) - lse[r]);
                 axpy_f32(acc_v, fx_round(dt, P), do_row, D);
-                float dP = dot_f32(do_row, v_row, D);
+                float dP = fx_dot_f32(do_row, v_row, D);
                 axpy_f32(acc_k, fx_round(dt, P * (dP - D_row[r])), q_row, D);
             }
         }

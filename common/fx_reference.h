@@ -51,6 +51,13 @@ void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, 
 void fx_emu_backward_group(const fx_problem *p, const float *q, const float *k, const float *v,
                            const float *dout, int b, int hk, float *dq, float *dk, float *dv);
 
+/* a·b over n floats accumulated in fp32 in four interleaved partial sums, added as a tree at
+ * the end, as a tensor-core GEMM adds its products (in a tree, not one by one): the error
+ * is that of ~√n roundings, not the ~n of a sequential sum, which at logits ~1e4 would be
+ * the emulation's or a CPU model's own error rather than the kernel's. Used by the
+ * emulation here and by stage 03's CPU model (stages/03_flash2/model.c). */
+float fx_dot_f32(const float *a, const float *b, int n);
+
 #ifdef __cplusplus
 }
 #endif

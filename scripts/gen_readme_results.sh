@@ -39,6 +39,8 @@
 # flash's (the FA2 backward). Marked rows (NAME@TAG: a baseline build's, another spin's)
 # are left out unless --tagged, which gives them columns of their own. Needs no GPU.
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/lib.sh" # fx_writable, fx_csv_bad_row, fx_sweep_dirs
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
@@ -87,27 +89,10 @@ first=$(head -n 1 "$csv")
 meta=${csv%.csv}.meta
 # Every row whole, with numbers where the tables read them: a row cut short or with text in
 # a number would be tabulated as a zero. Refused, with its line; nothing written.
-bad_row=$(awk -F, '
-    function is_num(x) { return x ~ /^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/ }
-    NR == 1 {
-        for (i = 1; i <= NF; ++i) c[$i] = i
-        nh = NF
-        nnum = split("sm_count sm_clock_mhz ms tflops batch seqlen_q seqlen_k heads_q " \
-                     "heads_kv head_dim causal", num, " ")
-        next
-    }
-    NF != nh { printf "line %d has %d fields, the header %d (cut short?)", NR, NF, nh; exit }
-    {
-        for (k = 1; k <= nnum; ++k)
-            if ((num[k] in c) && !is_num($c[num[k]])) {
-                printf "line %d: %s is \"%s\", not a number", NR, num[k], $c[num[k]]; exit
-            }
-    }' "$csv")
+bad_row=$(fx_csv_bad_row "$csv")
 [[ -z $bad_row ]] || die "$csv: $bad_row: nothing written (fix or drop the row)"
 
-# The directions: --direction, the sweep's, or those with rows (bench/sweep_dirs.sh).
-# shellcheck source=bench/sweep_dirs.sh
-source bench/sweep_dirs.sh
+# The directions: --direction, the sweep's, or those with rows (bench/lib.sh).
 read -r -a dirs <<<"$(fx_sweep_dirs "$csv" "$direction")"
 ((${#dirs[@]})) || { echo "gen_readme_results.sh: no fwd or bwd rows in $csv" >&2; exit 1; }
 marker() { [[ $1 == fwd ]] && echo "$section" || echo "$section-bwd"; }

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "fx_host.h"
+#include "fx_reference.h"
 
 /* exp(x) = 2^(x·log2 e), as the kernels compute it. */
 static const float kLog2e = 1.4426950408889634f;
@@ -59,24 +60,13 @@ static size_t row_offset(int seqlen, int heads, int head_dim, int b, int row, in
     return (((size_t)b * seqlen + row) * heads + head) * head_dim;
 }
 
-/* x·y in fp32, in four interleaved partial sums: a tensor core's GEMM adds its products in a
- * tree, not one by one, and a sequential sum's error (~n ulps of the result instead of ~√n)
- * would be the model's own, not the kernel's: at logits ~1e4 (fp16 inputs times 100) it alone
- * took the model's O past the pass rule, an exact S passing it by 3x. The same split as the
- * emulation's dot_f32 (fx_reference.c). */
+/* x·y in fp32: fx_dot_f32 (fx_reference.h), the emulation's own sum, in four interleaved
+ * partial sums. A sequential sum's error (~n ulps of the result instead of ~√n) would be
+ * the model's own, not the kernel's: at logits ~1e4 (fp16 inputs times 100) it alone took
+ * the model's O past the pass rule, an exact S passing it by 3x. */
 static float dot(const float *x, const float *y, int n)
 {
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    int d = 0;
-    for (; d + 4 <= n; d += 4) {
-        s0 += x[d] * y[d];
-        s1 += x[d + 1] * y[d + 1];
-        s2 += x[d + 2] * y[d + 2];
-        s3 += x[d + 3] * y[d + 3];
-    }
-    for (; d < n; ++d)
-        s0 += x[d] * y[d];
-    return (s0 + s1) + (s2 + s3);
+    return fx_dot_f32(x, y, n);
 }
 
 /* FA2 Algorithm 1, as fwd_kernel. */

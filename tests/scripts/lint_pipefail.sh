@@ -41,22 +41,10 @@ while (($# > 0)); do
 done
 
 cd "$root"
+# shellcheck source=tests/scripts/shell_files.sh
+source "$root/tests/scripts/shell_files.sh"
 if ((${#files[@]} == 0)); then
-    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-        mapfile -t all < <(git ls-files --cached --others --exclude-standard)
-    else
-        mapfile -t all < <(find . -path ./build\* -prune -o -type f -print | sed 's|^\./||')
-    fi
-    for f in "${all[@]}"; do
-        [[ -f $f ]] || continue
-        case $f in
-            *.sh) files+=("$f") ;;
-            *.*) ;;
-            *)
-                first=$(head -c 64 "$f" 2>/dev/null | tr -d '\0' | sed -n 1p) || true
-                [[ $first =~ ^#!.*(/|env\ )(ba)?sh ]] && files+=("$f") ;;
-        esac
-    done
+    mapfile -t files < <(fx_shell_files)
 fi
 
 # One finding per line: "path<TAB>line<TAB>logical line". The scan keeps a stack of
