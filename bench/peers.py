@@ -22,7 +22,7 @@ plus bytes written over the median time; `seqlen_q` holds the buffer size in MiB
 
     bench/peers.py --batch 8 --seqlen 2048 --heads 16 --head-dim 128 [--causal] \\
                    [--direction fwd|bwd|both] [--dtype bf16|fp16|e4m3] [--iters 10] \\
-                   [--warmup 3] [--spin-us 200] [--backends flash,cudnn,efficient,fa3] \\
+                   [--warmup 3] [--spin-us 1000] [--backends flash,cudnn,efficient,fa3] \\
                    [--csv FILE] [--commit C] [--tag TAG]
     bench/peers.py --batch 1 --seqlen-q 1 --seqlen-k 8192 --heads 32 --heads-kv 8 \\
                    --head-dim 128 --backends fa3,cudnn --kvcache [--num-splits 0] \\
@@ -112,11 +112,14 @@ NVML_SUCCESS = 0
 # are timed"). It must outlast the host's work from the spin's enqueue to the call's
 # first kernel: recording the start event and Python's dispatch of SDPA, of FA3's
 # wrapper (an autograd Function around a torch.library custom op) or of the autograd
-# engine for a backward, tens of microseconds. 200 is several times that, and every
-# result line reports the longest enqueue it saw and whether any call outlasted the
-# spin, so a too-short spin shows. A longer one costs only wall time, 200 us per timed
-# call (2.6 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
-DEFAULT_SPIN_US = 200
+# engine for a backward. On the lent H200 (2026-12-02) that took FA3's wrapper up to
+# about 1.1 ms at some calls, and 200 us was too short at 66 results of one run, FA3
+# reading 3-4 % low at seqlen 16k; at 1000 us 4 of about 1550 were (1 or 2 of 10
+# calls each) and every peer's spread at head_dim 128 was at most 1.7 % of its median.
+# Every result line reports the longest enqueue it saw and whether any call outlasted
+# the spin, so a too-short spin shows. A longer one costs only wall time, 1 ms per timed
+# call (13 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
+DEFAULT_SPIN_US = 1000
 MAX_SPIN_US = 100000  # the stage programs' limit (FX_MAX_SPIN_US): 0.1 s per timed call
 # Where no maximum SM clock can be read, cycles are counted at this clock: above the
 # boost clock of every current NVIDIA GPU (H200: 1980 MHz), so the spin only gets longer.

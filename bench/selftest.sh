@@ -439,7 +439,8 @@ run_to "$T/g6.out" scripts/gen_readme_results.sh "$T/out/part1.csv" "$T/R2.md" -
 expect "gen_readme_results.sh --section: figures named after the CSV, not --readme's" \
     has "$T/R2.md" 'Figures: `bench/plot.sh [^`]*part1.csv` (named after the CSV)'
 expect "gen_readme_results.sh --section: no --readme" hasnt "$T/R2.md" 'plot.sh --readme'
-expect "gen_readme_results.sh: the spin stated" has "$T/R2.md" 'kept busy for 200 µs'
+expect "gen_readme_results.sh: the spin stated (the sweep's default)" \
+    has "$T/R2.md" 'kept busy for 1000 µs'
 
 # plot.sh: bad inputs said plainly; another CSV's figures named after it.
 : >"$T/empty.csv"

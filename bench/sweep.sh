@@ -42,22 +42,26 @@
 # CSV spin0: what the spin changes; spin 2·S against S: whether S is enough).
 #
 # Duration. Where time goes, measured on one H200 (the .meta files of plots/data): a
-# stage program costs about 0.92 s per run, little of it its timed calls (13 calls of
-# 0.2 to 7 ms), the rest its start, CUDA context, inputs and exit; a peers request about
+# stage program costs about 0.35 s per run, little of it its timed calls (13 calls of
+# 0.2 to 7 ms), the rest its start, CUDA context, inputs (drawn on the GPU when the run
+# only times) and exit; a baseline's (--baseline, usually a build from before the GPU
+# fill, which drew its inputs on the host) about 1.3 s; a peers request about
 # 0.07 s plus 0.05 s per backend (the forward; about 0.2 s + 0.16 s per backend for the
 # backward); a stage run with --bwd about 1.4 s. The sweep prints its estimate before it
 # starts (--dry-run prints it and the plan, and runs nothing), and writes into the .meta
 # how long the stage programs, the peers and the sweep itself took. Estimates (--dry-run)
 # on an H200, all
 # four peers, 3 repeats unless --quick:
-#   --quick --stages 03_flash2,...,08_intra_wg_overlap (six stages)  about 0:46
-#   --stages 03_flash2 (every point)            about 2:23 (measured 2:06 with three peers)
-#   --stages 03_flash2,...,08_intra_wg_overlap  about 10:40 (measured: 565 s for 98 of its
-#                                               108 points, three peers): 2 runs of 5:27
-#   the same with --baseline OLD (twelve programs)  about 20:36: 3 runs of 7:02
-#   --direction bwd --stages 03_flash2 --head-dims 64,128   about 2:56 (measured 2:32)
-#   --stages 08_intra_wg_overlap --seqlens 512,16k --head-dims 128 --spin-compare 0,400
-#                                               about 0:57 (the spin's evidence)
+#   --quick --stages 03_flash2,...,08_intra_wg_overlap (six stages)  about 0:21
+#   --stages 03_flash2 (every point)            about 1:16
+#   --stages 03_flash2,...,08_intra_wg_overlap  about 4:25 (measured 2026-12-02: 78 and
+#                                               91 s for two of its three --part runs)
+#   the same with --baseline OLD (a build from before the GPU fill and the spin, so
+#     --spin-us 0 --no-peers)                   about 17:49: 3 runs of 5:56 (measured
+#                                               353-363 s each)
+#   --direction bwd --stages 03_flash2 --head-dims 64,128   about 2:51 (measured 2:32)
+#   --stages 08_intra_wg_overlap --seqlens 512,16k --head-dims 128 --spin-compare 0,2000
+#                                               about 0:32 (the spin's evidence)
 # A sweep split into runs of under 8 minutes each: --part 1/N … --part N/N (the same
 # options otherwise) measures every N-th point in each run, all repeats interleaved as in
 # one run; bench/join_sweeps.sh OUT.csv PART1.csv … joins their CSVs, and the joined
@@ -83,7 +87,7 @@
 #   --iters N         timed calls per point and runner, median reported (default 10;
 #                     1 to 1024, as the stage programs take it)
 #   --warmup W        untimed calls before them (default 3; 0 to 100000)
-#   --spin-us S       the spin before each timed call, microseconds (default 200; 0: none,
+#   --spin-us S       the spin before each timed call, microseconds (default 1000; 0: none,
 #                     the old method), for the stage programs and the peers alike
 #   --spin-compare LIST  also time every runner with each of these spins (e.g. 0,400),
 #                     rows marked @spin<N>
@@ -140,13 +144,14 @@ needs() {
 }
 
 # The default spin, microseconds: bench/peers.py's DEFAULT_SPIN_US (where the reason is).
-SPIN_DEFAULT=200
-# Seconds, measured on one H200 (header): a stage run, forward; with --bwd; a peers
-# request (fixed part and per backend), forward and backward; the reference rows; the
-# peers' start (importing torch and FA3).
-COST_STAGE_FWD=0.92 COST_STAGE_BWD=1.4
+SPIN_DEFAULT=1000
+# Seconds, measured on one H200 (header): a stage run, forward; a baseline's; with --bwd;
+# a peers request (fixed part and per backend), forward and backward; the reference rows;
+# the peers' start (importing torch and FA3). 2026-12-02, 3a1d307: 0.30-0.36 s a forward
+# run, 1.3 s for d8558c5's, 3.7-5.2 s the peers' start (plots/data/*2026-12-02*.meta).
+COST_STAGE_FWD=0.35 COST_STAGE_FWD_BASELINE=1.3 COST_STAGE_BWD=1.4
 COST_PEERS_FWD=0.07 COST_PEER_FWD=0.05 COST_PEERS_BWD=0.2 COST_PEER_BWD=0.16
-COST_REF=1.5 COST_PEERS_START=10
+COST_REF=1.5 COST_PEERS_START=5
 
 # ---------------------------------------------------------------------------------------
 # Options.
@@ -454,7 +459,7 @@ done
 
 # The estimate, in milliseconds: from the costs above (COST_*).
 ms_of() { local x=$1; printf '%d' "$(awk -v x="$x" 'BEGIN { printf "%d", x * 1000 + 0.5 }')"; }
-c_sf=$(ms_of $COST_STAGE_FWD) c_sb=$(ms_of $COST_STAGE_BWD)
+c_sf=$(ms_of $COST_STAGE_FWD) c_sfb=$(ms_of $COST_STAGE_FWD_BASELINE) c_sb=$(ms_of $COST_STAGE_BWD)
 c_pf=$(ms_of $COST_PEERS_FWD) c_pf1=$(ms_of $COST_PEER_FWD)
 c_pb=$(ms_of $COST_PEERS_BWD) c_pb1=$(ms_of $COST_PEER_BWD)
 c_ref=$(ms_of $COST_REF) c_start=$(ms_of $COST_PEERS_START)
@@ -475,6 +480,8 @@ estimate_ms() {  # estimate_ms N_POINTS_SUBSET...: the run's estimate over these
                 is_slow_point "$id" "$s" && continue
                 if [[ $direction != fwd && -n ${has_bwd[$key]:-} ]]; then
                     est=$((est + c_sb))
+                elif [[ -n ${runner_mark[$key]} ]]; then
+                    est=$((est + c_sfb))
                 else
                     est=$((est + c_sf))
                 fi
