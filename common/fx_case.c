@@ -281,7 +281,7 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
      * element (about half a second at the sweep's sizes). */
     fx_case_host h = {0};
     if (c->opt.check)
-        fx_host_make(p, backward, true, &h);
+        fx_host_make(p, backward, &h);
     fx_inputs in;
     fx_run st = {0}, pv = {0}, pvb = {0}; /* the stage, its previous stage fwd and bwd */
     int rc = FX_EXIT_FAIL;
@@ -379,7 +379,7 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
     fx_problem_format(p, line, sizeof line);
     printf("%s cpu model %s%s: %s\n", s->id, "fwd", backward ? "+bwd" : "", line);
     fx_case_host h;
-    fx_host_make(p, backward, true, &h);
+    fx_host_make(p, backward, &h);
     size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
     fx_outputs st = {0};
     st.o_h = fx_xmalloc(nq * sizeof(float));

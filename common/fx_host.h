@@ -57,9 +57,10 @@ void fx_fill(const fx_problem *p, fx_tensor_id id, float *x, size_t n);
 
 /* The dtype bits of fx_fill's values, without the float array: bits[i] is
  * fx_float_to_bits(p->dtype, x[i]) of the x[i] that fx_fill writes (rounding an already
- * rounded value changes nothing, so the bits are the same). For runs that only time the
- * kernels (--bench without --check), which need no host copy in float: the fill is then
- * one pass over 2-byte elements instead of two passes and a 4-byte array. */
+ * rounded value changes nothing, so the bits are the same). The host's statement of what
+ * a run that only times draws on the device (fx_fill_bits_device, fx_fill.h):
+ * tests/unit/test_host.c holds it to fx_fill bit for bit, and every checked GPU run holds
+ * the device's fill to fx_fill's bits (fx_inputs_check_device_fill). */
 void fx_fill_bits(const fx_problem *p, fx_tensor_id id, uint16_t *bits, size_t n);
 
 /* A fresh seed from the clock and pid, for --fuzz. */

@@ -37,29 +37,24 @@ void fx_host_free(fx_case_host *h)
     memset(h, 0, sizeof *h);
 }
 
-/* One tensor: its bits, and its float values when asked (then the bits come from them). */
-static void make_tensor(const fx_problem *p, fx_tensor_id id, size_t n, bool floats, float **x,
-                        uint16_t **bits)
+/* One tensor: its float values, and their dtype bits. */
+static void make_tensor(const fx_problem *p, fx_tensor_id id, size_t n, float **x, uint16_t **bits)
 {
-    *bits = fx_xmalloc(n * 2);
-    if (!floats) {
-        fx_fill_bits(p, id, *bits, n);
-        return;
-    }
     *x = fx_xmalloc(n * sizeof(float));
+    *bits = fx_xmalloc(n * 2);
     fx_fill(p, id, *x, n);
     fx_to_bits(p->dtype, *x, *bits, n);
 }
 
-void fx_host_make(const fx_problem *p, bool backward, bool floats, fx_case_host *h)
+void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h)
 {
     size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
     memset(h, 0, sizeof *h);
-    make_tensor(p, FX_T_Q, nq, floats, &h->q, &h->qb);
-    make_tensor(p, FX_T_K, nkv, floats, &h->k, &h->kb);
-    make_tensor(p, FX_T_V, nkv, floats, &h->v, &h->vb);
+    make_tensor(p, FX_T_Q, nq, &h->q, &h->qb);
+    make_tensor(p, FX_T_K, nkv, &h->k, &h->kb);
+    make_tensor(p, FX_T_V, nkv, &h->v, &h->vb);
     if (backward)
-        make_tensor(p, FX_T_DO, nq, floats, &h->dout, &h->dob);
+        make_tensor(p, FX_T_DO, nq, &h->dout, &h->dob);
 }
 
 /* ---- device inputs ------------------------------------------------------------------- */

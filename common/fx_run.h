@@ -35,12 +35,13 @@ typedef struct fx_case_host {
     uint16_t *qb, *kb, *vb, *dob;
 } fx_case_host;
 
-/* Draws Q, K, V (and dO when `backward`) for p into h: their dtype bits (qb, kb, vb, dob)
- * always, and the same values as float (q, k, v, dout; fx_fill) only when `floats`, which
- * the checks need (the fp64 reference, the emulation and the CPU models read them);
- * otherwise they stay NULL (fx_fill_bits). A run that only times makes no host inputs at
- * all (fx_inputs_make draws them on the device). */
-void fx_host_make(const fx_problem *p, bool backward, bool floats, fx_case_host *h);
+/* Draws Q, K, V (and dO when `backward`) for p into h, for a checked run: each as float
+ * (q, k, v, dout; fx_fill: rounded to the dtype, what the fp64 reference, the emulation
+ * and the CPU models read) and as the same values' dtype bits (qb, kb, vb, dob: what is
+ * copied to the device). A run that only times makes no host inputs at all
+ * (fx_inputs_make draws them on the device, fx_fill_bits_device: the bits fx_fill_bits
+ * would write). */
+void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h);
 /* Frees h's arrays and zeroes it. */
 void fx_host_free(fx_case_host *h);
 
