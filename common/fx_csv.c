@@ -13,9 +13,7 @@
 #include "fx_gpu.h" /* FX_EXIT_USAGE */
 #include "fx_msg.h"
 
-#ifndef FX_GIT_COMMIT
-#define FX_GIT_COMMIT "unknown"
-#endif
+#include "fx_commit.h" /* FX_GIT_COMMIT: generated at build time (cmake/fx_commit.cmake) */
 
 /* How a column's field is written. */
 typedef enum col_kind {

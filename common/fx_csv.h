@@ -35,7 +35,7 @@ typedef struct fx_csv_row {
 /* The header line (no newline) into buf; "" when len is too small for it. */
 void fx_csv_header(char *buf, size_t len);
 
-/* Sets r->commit to the commit recorded at configure time (FX_GIT_COMMIT) and r->date
+/* Sets r->commit to the commit of the build (FX_GIT_COMMIT, cmake/fx_commit.cmake) and r->date
  * to now, UTC ISO 8601 ("2026-12-01T12:00:00Z", in r->date_text). */
 void fx_csv_row_stamp(fx_csv_row *r);
 
