@@ -112,13 +112,14 @@ NVML_SUCCESS = 0
 # are timed"). It must outlast the host's work from the spin's enqueue to the call's
 # first kernel: recording the start event and Python's dispatch of SDPA, of FA3's
 # wrapper (an autograd Function around a torch.library custom op) or of the autograd
-# engine for a backward. On the lent H200 (2026-12-02) that took FA3's wrapper up to
-# about 1.1 ms at some calls, and 200 us was too short at 66 results of one run, FA3
-# reading 3-4 % low at seqlen 16k; at 1000 us 4 of about 1550 were (1 or 2 of 10
-# calls each) and every peer's spread at head_dim 128 was at most 1.7 % of its median.
-# Every result line reports the longest enqueue it saw and whether any call outlasted
-# the spin, so a too-short spin shows. A longer one costs only wall time, 1 ms per timed
-# call (13 ms per runner and point at --iters 10 --warmup 3), nothing of the measurement.
+# engine for a backward. On the lent H200 that took FA3's wrapper up to about 1.1 ms at
+# some calls (2026-12-01); on 2026-12-02, 200 us was too short at 66 results of one run,
+# FA3 reading 3-4 % low at seqlen 16k; at 1000 us 4 of about 1550 were (1 or 2 of 10 calls
+# each) and every peer's spread at head_dim 128 was at most 1.7 % of its median. Every
+# result line reports the longest enqueue it saw and whether any call outlasted the spin,
+# so a too-short spin shows. A longer one costs only wall time, 1 ms per timed call (10 ms
+# per runner and point at --iters 10; warm-up calls are not spun), nothing of the
+# measurement.
 DEFAULT_SPIN_US = 1000
 MAX_SPIN_US = 100000  # the stage programs' limit (FX_MAX_SPIN_US): 0.1 s per timed call
 # Where no maximum SM clock can be read, cycles are counted at this clock: above the
