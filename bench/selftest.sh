@@ -147,7 +147,9 @@ fi
 # sweep.sh: usage errors, the plan, a run with a baseline and another spin.
 for bad_opt in "--part 3/2" "--spin-us x" "--peers foo" "--spin-compare 1,y" \
     "--baseline $T/nowhere:t" "--iters 5000" "--iters 0" "--warmup 100001" "--stages" \
-    "--out" "--dry-run --stages bogus" "--dry-run --build $T/nobuild --stages bogus"; do
+    "--out" "--dry-run --stages bogus" "--dry-run --build $T/nobuild --stages bogus" \
+    "--dry-run --head-dims 64,64" "--dry-run --seqlens 1k,1024" "--dry-run --spin-compare 1000" \
+    "--dry-run --spin-compare 0,400,0" "--dry-run --stages 03_flash2,03_flash2"; do
     # shellcheck disable=SC2086 # the options are split on purpose
     run_to "$T/u.out" bench/sweep.sh --build "$T/build" $bad_opt && rc=0 || rc=$?
     expect "sweep.sh $bad_opt: exit 2" rc_is "$rc" 2

@@ -89,8 +89,8 @@
 #   --warmup W        untimed calls before them (default 3; 0 to 100000)
 #   --spin-us S       the spin before each timed call, microseconds (default 1000; 0: none,
 #                     the old method), for the stage programs and the peers alike
-#   --spin-compare LIST  also time every runner with each of these spins (e.g. 0,400),
-#                     rows marked @spin<N>
+#   --spin-compare LIST  also time every runner with each of these spins (e.g. 0,2000;
+#                     each once, not the run's own), rows marked @spin<N>
 #   --peers LIST      which peers, of fa3,flash,cudnn,efficient (default all four; none:
 #                     as --no-peers). fa3 is skipped with one line where no FA3 imports.
 #   --baseline DIR[:TAG]  also run the selected stages from DIR/bin, rows marked @TAG
@@ -232,7 +232,8 @@ else
         die "cannot write into plots/data (--out FILE elsewhere)"
 fi
 
-# The spins: the run's own first, then --spin-compare's, each once.
+# The spins: the run's own first, then --spin-compare's; the run's own or one given twice
+# is refused (it would be timed twice, its rows doubled or dropped).
 spins=("$spin")
 if [[ -n $spin_compare ]]; then
     IFS=, read -r -a extra_spins <<<"$spin_compare"
@@ -240,9 +241,11 @@ if [[ -n $spin_compare ]]; then
         is_spin "$s" ||
             die "--spin-compare: '$s' is not a whole number of microseconds (0 to 100000)"
         s=$((10#$s))
-        dup=0
-        for t in "${spins[@]}"; do ((t == s)) && dup=1; done
-        ((dup)) || spins+=("$s")
+        ((s != spin)) ||
+            die "--spin-compare: $s us is the run's own spin (--spin-us $spin): give the" \
+                "others"
+        for t in "${spins[@]}"; do ((t != s)) || die "--spin-compare names $s twice"; done
+        spins+=("$s")
     done
 fi
 # spin_mark VAR SPIN: the mark of a spin's rows: none for the run's own spin, spin<N> for
@@ -279,8 +282,9 @@ fi
 
 # "512,1k,16K" -> sizes=(512 1024 16384)
 sizes=()
+# A size given twice is refused: its rows would read as more repeats of one point.
 parse_sizes() {
-    local item n
+    local item n t
     local -a items=()
     sizes=()
     IFS=, read -r -a items <<<"$1"
@@ -290,7 +294,11 @@ parse_sizes() {
             *) n=$item ;;
         esac
         if ! [[ $n =~ ^[0-9]+$ ]] || ((10#$n == 0)); then die "'$item' in '$1' is not a size"; fi
-        sizes+=("$((10#$n))")
+        n=$((10#$n))
+        for t in ${sizes[@]+"${sizes[@]}"}; do
+            ((t != n)) || die "'$item' in '$1' names $n twice"
+        done
+        sizes+=("$n")
     done
 }
 parse_sizes "$seqlens"
@@ -318,8 +326,11 @@ built_list() {  # the stage ids built in DIR/bin, comma-separated
 stage_ids=()
 if [[ -n $stages_opt ]]; then
     IFS=, read -r -a stage_ids <<<"$stages_opt"
+    declare -A stage_seen=()
     for id in "${stage_ids[@]}"; do
         [[ $id =~ ^[A-Za-z0-9_.-]+$ ]] || die "--stages: '$id' is not a stage id"
+        [[ -z ${stage_seen[$id]:-} ]] || die "--stages names '$id' twice"
+        stage_seen[$id]=1
         [[ ! -x $build/bin/stage_$id ]] || continue
         b=$(built_list "$build")
         # --dry-run without a build plans the stages of the tree (stages/<id>/), unbuilt.
@@ -356,7 +367,11 @@ for spec in ${baselines[@]+"${baselines[@]}"}; do
         die "--baseline $spec: the tag '$btag' must be letters, digits, '.', '_', '-'"
     [[ -z ${tag_seen[$btag]:-} ]] || die "--baseline: the tag '$btag' is given twice"
     tag_seen[$btag]=1
-    [[ -d $bdir/bin ]] || ((dry_run)) || die "--baseline $spec: no directory $bdir/bin"
+    if [[ ! -d $bdir/bin ]]; then
+        ((dry_run)) || die "--baseline $spec: no directory $bdir/bin"
+        echo "sweep.sh: --baseline $spec: no directory $bdir/bin (planned anyway; a run" \
+            "refuses it)" >&2
+    fi
     for id in ${stage_ids[@]+"${stage_ids[@]}"}; do
         if [[ -x $bdir/bin/stage_$id ]] || ((dry_run)); then
             key="$id@$btag"

@@ -314,9 +314,16 @@ END {
     else
         printf "TFLOP/s by the FA3 convention " \
                "(4·batch·heads·head_dim·unmasked pairs over the time). "
+    # Cells with fewer repeats than the most (a run cut short): said, with how many.
+    nshort = 0; nmin = nrep
+    for (k in v) { n = count(v[k]); if (n < nrep) { ++nshort; if (n < nmin) nmin = n } }
     if (nrep > 1) {
         printf "Each cell: the median over %d repeats " \
-               "of each repeat'"'"'s median timed call, ", nrep
+               "of each repeat'"'"'s median timed call", nrep
+        if (nshort > 0)
+            printf " (as few as %d at %d of the cells, where a run was cut short: the " \
+                   "CSV'"'"'s .meta says which)", nmin, nshort
+        printf ", "
         printf "and in brackets the spread between repeats (highest − lowest); "
         printf "the sweep interleaves the runners at every point, " \
                "so a difference larger than both spreads is a measured one. "
