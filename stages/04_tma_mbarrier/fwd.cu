@@ -304,11 +304,21 @@ __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kN
 
 /* END UNIT */
 
+/* Byte offset of k16 step `step` of the PV GEMM (an n16 pair of V's rows read .trans) in a
+ * lane's swizzled V row: V is stored as TMA's 64-column slabs, kSlabBytesKV apart. */
+template <class Cfg>
+__device__ __forceinline__ uint32_t v_step(int step, uint32_t key)
+{
+    return swizzled_step<Cfg::kSlabBytesKV>(step, key);
+}
+
+/* UNIT(rescale_o_pv) */
 /*
  * The rest of one K/V block once P is known: O *= alpha per row, then O += P·V, P converted
  * from the S accumulators in registers (layouts drawn above attention_block). attention_block
  * calls it on both sides of the softmax's vote, so that each side is one straight-line
- * region (see there).
+ * region (see there). V's address per k16 step is v_step's: the one thing here that stage 03
+ * (cp.async rows) and stage 04 (TMA slabs) lay out differently.
  */
 template <class Cfg, class Element>
 __device__ __forceinline__ void rescale_o_pv(float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4],
@@ -341,8 +351,7 @@ __device__ __forceinline__ void rescale_o_pv(float (&acc_o)[Cfg::kMTiles][Cfg::k
 #pragma unroll
         for (int dp = 0; dp < Cfg::kDTiles / 2; ++dp) {
             uint32_t b[4];
-            fx_ldmatrix_x4_trans(b, sV + la.v_row + kk * kTileRowBytes +
-                                        swizzled_step<Cfg::kSlabBytesKV>(dp, la.key_a));
+            fx_ldmatrix_x4_trans(b, sV + la.v_row + kk * kTileRowBytes + v_step<Cfg>(dp, la.key_a));
 #pragma unroll
             for (int i = 0; i < kM; ++i) {
                 Ops::mma(acc_o[i][2 * dp], a[i], b[0], b[1]);
@@ -351,6 +360,7 @@ __device__ __forceinline__ void rescale_o_pv(float (&acc_o)[Cfg::kMTiles][Cfg::k
         }
     }
 }
+/* END UNIT */
 
 /*
  * One K/V block for the warp's kRowsPerWarp rows. kMask: the block crosses the causal
