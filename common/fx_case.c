@@ -317,6 +317,8 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
         check_backward_case(c, &h, &in, &st, verbose, &pass, res, &pvb) != cudaSuccess)
         goto out;
 
+    if (c->opt.digest)
+        fx_print_digest(p, &st.out, backward);
     if (c->opt.repeat > 1) {
         int bad = fx_repeat_check(&st, &in, backward, c->opt.repeat, verbose);
         if (bad < 0)
@@ -416,6 +418,8 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
             pass = false;
         }
     }
+    if (c->opt.digest)
+        fx_print_digest(p, &st, backward);
     printf("  %s\n", pass ? "PASS" : "FAIL");
     free(st.o_h);
     free(st.lse_h);

@@ -91,6 +91,9 @@ static const fx_option_spec table[] = {
     {COUNT("--repeat", 1, FX_MAX_REPEAT, repeat, "run N times; outputs must be bitwise equal",
            NULL)},
     {COUNT("--fuzz", 1, FX_MAX_FUZZ, fuzz, "N checks, each on a fresh seed (printed)", "off")},
+    {FLAG("--digest", NULL, FIELD(digest), FX_OPT_MODE,
+          "print a hash of O and LSE (and of dQ, dK, dV with --bwd): two builds\n"
+          "gave the same bits when their digests match")},
     {FLAG("--matrix", NULL, FIELD(matrix), FX_OPT_MODE,
           "the GPU test matrix generated from the capabilities")},
     {FLAG("--cpu", NULL, FIELD(cpu), FX_OPT_MODE,

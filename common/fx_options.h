@@ -43,6 +43,7 @@ typedef struct fx_options {
     bool backward; /* also run and check the backward */
     bool matrix;   /* run the GPU test matrix generated from the capabilities */
     bool cpu;      /* run the stage's CPU model instead of the GPU (no GPU needed) */
+    bool digest;   /* print a hash of the outputs' bytes (fx_print_digest) */
     bool help;
     bool seed_given;
     int repeat;        /* > 1: run the stage this many times, outputs must be bitwise equal */

@@ -325,6 +325,28 @@ cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool
     return outputs_to_host(p, backward, out);
 }
 
+/* ---- --digest -------------------------------------------------------------------------- */
+
+/* FNV-1a, 64 bits (offset basis 14695981039346656037, prime 1099511628211). */
+static unsigned long long fnv1a64(const float *x, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)x;
+    unsigned long long h = 14695981039346656037ULL;
+    for (size_t i = 0; i < n * sizeof(float); ++i)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+void fx_print_digest(const fx_problem *p, const fx_outputs *o, bool backward)
+{
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    printf("  digest: O %016llx LSE %016llx", fnv1a64(o->o_h, nq), fnv1a64(o->lse_h, nl));
+    if (backward)
+        printf(" dQ %016llx dK %016llx dV %016llx", fnv1a64(o->dq_h, nq), fnv1a64(o->dk_h, nkv),
+               fnv1a64(o->dv_h, nkv));
+    printf("\n");
+}
+
 /* ---- --repeat -------------------------------------------------------------------------- */
 
 static bool bitwise_equal(const float *a, const float *b, size_t n)
