@@ -104,15 +104,15 @@ void fx_run_free(fx_run *r);
 cudaError_t fx_launch_forward(void *ctx);
 cudaError_t fx_launch_backward(void *ctx);
 
-/* --repeat N: runs first->s N − 1 more times on `in` and compares the outputs bitwise with
- * first's: the forward always, the backward too when `backward` and the stage declares it
- * deterministic. Races that tools miss show up here (DESIGN.md, "Tests"). Returns 0 when
- * all are equal, 1 when one differs (printed when `verbose`), -1 on a CUDA error. */
 /* Prints "  digest: O <hex> LSE <hex>" (and " dQ <hex> dK <hex> dV <hex>" when `backward`):
  * 64-bit FNV-1a hashes of the fp32 host copies' bytes, so that the outputs of two builds
  * (an old and a new kernel, say) can be compared bit for bit from their logs. */
 void fx_print_digest(const fx_problem *p, const fx_outputs *o, bool backward);
 
+/* --repeat N: runs first->s N − 1 more times on `in` and compares the outputs bitwise with
+ * first's: the forward always, the backward too when `backward` and the stage declares it
+ * deterministic. Races that tools miss show up here (DESIGN.md, "Tests"). Returns 0 when
+ * all are equal, 1 when one differs (printed when `verbose`), -1 on a CUDA error. */
 int fx_repeat_check(const fx_run *first, const fx_inputs *in, bool backward, int repeat,
                     bool verbose);
 
