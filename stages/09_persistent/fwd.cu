@@ -1,0 +1,1141 @@
+/*
+ * fwd.cu — stage 09: stage 08's kernel made persistent, with a tile scheduler.
+ *
+ * Stage 08 launches one CTA per (Q block, head, batch): 8 to 16 waves of CTAs, each of which
+ * initialises its barriers, loads Q and its first K/V block with the tensor cores idle, and
+ * leaves its SM idle while its epilogue stores O. Here the grid is one CTA per SM and each
+ * CTA loops over tiles in the order a tile scheduler gives: the producer loads the next
+ * tile's first K/V block while the consumers still finish this tile (the K/V ring and its
+ * mbarrier phases simply run on from tile to tile), and the next Q as soon as the epilogue's
+ * TMA store has read the Q tile it writes O through (q_empty). The scheduler orders the tiles
+ * longest first (causal: the last Q blocks see the most keys) within sections of heads whose
+ * K and V fit the L2 together (FA3 §3.1's persistent kernel; FA3's SingleTileLPTScheduler).
+ * FX_ABLATION turns the pingpong and/or the overlap off, as in stage 08. docs/09 draws the
+ * tile boundary and gives the numbers.
+ *
+ * The shape every Hopper forward keeps (stage 05 settles it): the pipeline state, the block
+ * range and mask, the softmax state, the named barriers, the epilogue, and a mainloop split
+ * into masked and unmasked blocks. Code marked UNIT(name) is inherited verbatim from the
+ * stage that introduced it (tests/shape/check_units.sh compares the copies).
+ *
+ * Sources: FA3 §3.1 (persistent kernel) and §3.2, Algorithm 2; PTX ISA §9.7.15.7
+ * (wgmma.wait_group), §9.7.13.15 (mbarrier phases).
+ * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_fwd_sm90.cuh"
+
+// Stages linked into one program define the same names: internal linkage keeps them apart.
+namespace {
+
+/* ---------------------------------------------------------------------------------
+ * Compile-time configuration
+ * ------------------------------------------------------------------------------ */
+
+template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, int kProducerRegs_,
+          int kConsumerRegs_>
+struct Config {
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kNumConsumers = kNumConsumers_;     // consumer warpgroups
+    static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
+    static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
+    static constexpr int kStages = kStages_;                 // K/V ring depth
+    // One producer warpgroup (warpgroup 0) beside the consumers.
+    static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;
+    static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
+    static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
+    // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
+    // kHeadDim/2, P (16-bit pairs) kBlockN/4 in kPFrags A fragments of 4.
+    static constexpr int kAccS = kBlockN / 2;
+    static constexpr int kAccO = kHeadDim / 2;
+    static constexpr int kPFrags = kBlockN / kWgmmaK;
+    static constexpr int kNTiles = kBlockN / 8;   // n8 column blocks of S per thread's row
+    static constexpr int kDTiles = kHeadDim / 8;  // n8 column blocks of O
+    static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
+    static constexpr int kSlabKVBytes = kBlockN * kSlabRowBytes;
+    // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: the
+    // producer's and the consumers' must fit (kNumConsumers + 1) entry caps (65536 /
+    // kNThreads), or setmaxnreg.inc waits for registers that never come back.
+    static constexpr int kProducerRegs = kProducerRegs_;
+    static constexpr int kConsumerRegs = kConsumerRegs_;
+    static constexpr int kEntryRegs = (65536 / kNThreads) / 8 * 8;
+    static_assert(kProducerRegs + kNumConsumers * kConsumerRegs <=
+                      (kNumConsumers + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
+                  "setmaxnreg: the warpgroups ask for more registers than the launch gives");
+
+    static_assert(kHeadDim % kSlabCols == 0, "head_dim is whole 64-column slabs");
+    static_assert(kBlockN % kWgmmaK == 0 && kBlockN <= 256, "S is one wgmma of N = kBlockN");
+    static_assert(kBlockM <= FX_TMA_MAX_BOX && kBlockN <= FX_TMA_MAX_BOX,
+                  "a TMA box has at most 256 rows");
+};
+
+/*
+ * The tiles. Each consumer thread holds S (kBlockN/2 registers), O (head_dim/2) and P
+ * (kBlockN/4) beside its row statistics.
+ *  - d=64: 3 consumer warpgroups, 192×128 (FA3's causal tile for head_dim 64): S 64 + O 32 +
+ *    P 32; the third warpgroup adds a softmax to hide behind the others' wgmmas where the
+ *    short head_dim makes each GEMM brief.
+ *  - d=128: 2 consumer warpgroups, 128×128: S 64 + O 64 + P 32.
+ *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates; a wider kBlockN
+ *    would need S 64 more).
+ * Registers after setmaxnreg (the budgets of the public FA3 kernels): d=64, 512 threads:
+ * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=128 and 256, 384 threads:
+ * entry cap 168, producer 24, consumers 240 (24 + 2·240 = 504).
+ */
+using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
+using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
+using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
+
+/* ---------------------------------------------------------------------------------
+ * Shared-memory plan: Q (also O's staging area in the epilogue), kStages K and V tiles,
+ * each tile head_dim/64 slabs of rows × 128 bytes as TMA writes them with the 128B swizzle
+ * (each slab on a 1024-byte boundary: the swizzle's period), then the mbarriers.
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg>
+struct SharedStorage {
+    alignas(kSwizzleAtomBytes) uint16_t q[Cfg::kBlockM * Cfg::kHeadDim];
+    alignas(kSwizzleAtomBytes) uint16_t k[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
+    alignas(kSwizzleAtomBytes) uint16_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
+    uint64_t q_full;   // Q of this CTA's current tile has landed (one phase per tile)
+    uint64_t q_empty;  // every consumer warpgroup's TMA store of O has read the Q tile
+    // The scheduler's hand-off: the producer writes the next tile's position into
+    // tile_idx[s] and arrives on tile_full[s]; every consumer warp reads it and arrives on
+    // tile_empty[s]. Two slots, so the producer can publish tile i+1 while tile i runs.
+    int tile_idx[2];
+    uint64_t tile_full[2];
+    uint64_t tile_empty[2];
+    uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
+    uint64_t v_full[Cfg::kStages];   // V of stage s has landed
+    uint64_t k_empty[Cfg::kStages];  // every consumer warp is done with K of stage s
+    uint64_t v_empty[Cfg::kStages];  // ... and with V of stage s
+};
+
+/* Dynamic shared memory per CTA: the plan plus the slack for rounding the base up to the
+ * swizzle atom (smem_base_aligned). */
+template <class Cfg>
+constexpr int kSmemBytes = (int)sizeof(SharedStorage<Cfg>) + kSwizzleAtomBytes;
+
+static_assert(kSmemBytes<ConfigD64> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=64 fits a CTA's smem");
+static_assert(kSmemBytes<ConfigD128> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 fits");
+static_assert(kSmemBytes<ConfigD256> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 fits");
+
+/* UNIT(named_barriers, changed: the turn barriers of the pingpong schedule) */
+/* Hardware named barriers (PTX ISA §9.7.13.1; id 0 is __syncthreads'), the threads that
+ * meet at each. */
+enum NamedBarrier : uint32_t {
+    // + consumer (at most 3): one consumer warpgroup's threads before its TMA store of O.
+    kBarrierEpilogue = 1,
+    // + consumer (at most 3): consumer c's turn at the tensor cores (2 warpgroups meet).
+    kBarrierTurn = 4,
+};
+constexpr uint32_t kEpilogueThreads = kWarpgroupThreads;
+static_assert(ConfigD64::kNumConsumers <= 3 && ConfigD128::kNumConsumers <= 3 &&
+                  ConfigD256::kNumConsumers <= 3,
+              "at most 3 consumer warpgroups: the epilogue's barriers are ids 1-3");
+constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
+/* END UNIT */
+
+/* UNIT(descriptors) */
+/* ---------------------------------------------------------------------------------
+ * wgmma descriptors of the tiles (layouts: common/ptx/wgmma_desc.h)
+ *
+ * A tile of R rows × head_dim columns is head_dim/64 slabs of R × 128 bytes, each written
+ * by one TMA box with 128B swizzle. For S = Q·Kᵀ (both K-major, K = head_dim), k16 slice kk
+ * lies in slab kk/4 at byte 32·(kk%4) of every row: the descriptor's start address moves by
+ * 32 bytes inside the swizzle atom (the hardware applies the XOR to the full address, which
+ * is why every slab starts on 1024 bytes), and SBO = 1024 steps from 8 rows to the next 8.
+ * For O = P·V, V is the MN-major B operand (N = head_dim contiguous); k16 slice kk is keys
+ * 16kk..16kk+15: rows 16kk.. of every slab, 16 · 128 = 2048 bytes further; SBO = 1024 steps
+ * from keys 0-7 to 8-15, LBO = slab bytes steps from head_dim columns 0-63 to 64-127 (read
+ * when N = head_dim > 64).
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg>
+__device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
+{
+    const uint32_t addr =
+        sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes +
+                        (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    return fx_wgmma_desc_k_sw128(addr);
+}
+
+template <class Cfg>
+__device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
+{
+    const uint32_t addr =
+        sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
+    return fx_wgmma_desc_k_sw128(addr);
+}
+
+template <class Cfg>
+__device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
+{
+    return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
+                                  (uint32_t)Cfg::kSlabKVBytes);
+}
+/* END UNIT */
+
+/* UNIT(pipeline_state) */
+/* ---------------------------------------------------------------------------------
+ * Pipeline state: where a K/V block is in the ring
+ *
+ * Blocks go through the stages in order 0, 1, .., kStages − 1, 0, ..; each fill of a stage
+ * completes one phase of its full barrier, so the phase a waiter wants flips each time the
+ * ring wraps around (mbarrier.try_wait.parity waits for the phase of that parity, PTX ISA
+ * §9.7.13.15.16). Producer and consumers each keep one and advance it in this one place.
+ * ------------------------------------------------------------------------------ */
+
+struct PipelineState {
+    int stage;       // which K/V buffer
+    uint32_t phase;  // the parity of the phase its barriers complete for this block
+};
+
+template <int kStages>
+__device__ __forceinline__ void advance(PipelineState &s)
+{
+    if (++s.stage == kStages) {
+        s.stage = 0;
+        s.phase ^= 1;
+    }
+}
+/* END UNIT */
+
+/* UNIT(loads) */
+/* ---------------------------------------------------------------------------------
+ * Producer: TMA loads of one tile, one box per 64-column slab
+ * ------------------------------------------------------------------------------ */
+
+/* Announces the tile's bytes on `bar`, then issues its head_dim/64 boxes at coordinates
+ * {64·slab, head, row0, batch} of the map {head_dim, heads, seqlen, batch}. Rows past the
+ * tensor's seqlen are zero-filled by TMA and still count as delivered bytes. */
+template <class Cfg>
+__device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                          int rows, int head, int row0, int batch)
+{
+    fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * Cfg::kHeadDim * kElemBytes));
+#pragma unroll
+    for (int s = 0; s < Cfg::kSlabs; ++s)
+        fx_tma_load_4d(dst + (uint32_t)(s * rows * kSlabRowBytes), map, bar, s * kSlabCols, head,
+                       row0, batch);
+}
+
+/* K and V of block n_block into the ring at `write`. A refill (the second pass over the ring
+ * on) first waits until every consumer warp has released the stage: its empty barriers' phase
+ * for the pass before has the parity write.phase ^ 1. */
+template <class Cfg>
+__device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                        PipelineState write, bool refill, int n_block, int head_kv,
+                                        int batch)
+{
+    if (refill)
+        fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
+    load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
+                   fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv,
+                   n_block * Cfg::kBlockN, batch);
+    if (refill)
+        fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
+    load_tile<Cfg>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
+                   fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,
+                   n_block * Cfg::kBlockN, batch);
+}
+/* END UNIT */
+
+/* UNIT(block_range) */
+/* ---------------------------------------------------------------------------------
+ * Block range and mask
+ * ------------------------------------------------------------------------------ */
+
+/* The K/V blocks of Q block m_block: [0, n_block_max) hold a key some row of it sees (the
+ * causal early exit); [0, n_block_unmasked) are seen whole by every row, so only blocks
+ * [n_block_unmasked, n_block_max) need the mask (the causal diagonal, the seqlen_k tail). */
+struct BlockRange {
+    int n_block_max;
+    int n_block_unmasked;
+};
+
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int seqlen_k)
+{
+    BlockRange r;
+    r.n_block_max = (seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    r.n_block_unmasked = seqlen_k / Cfg::kBlockN;
+    if (kCausal) {
+        const int rows_valid = min(Cfg::kBlockM, seqlen_q - m_block * Cfg::kBlockM);
+        const int keys_seen_last_row = m_block * Cfg::kBlockM + rows_valid + seqlen_k - seqlen_q;
+        r.n_block_max =
+            keys_seen_last_row <= 0
+                ? 0
+                : min(r.n_block_max, (keys_seen_last_row + Cfg::kBlockN - 1) / Cfg::kBlockN);
+        const int keys_seen_first_row = m_block * Cfg::kBlockM + 1 + seqlen_k - seqlen_q;
+        r.n_block_unmasked = min(r.n_block_unmasked, max(keys_seen_first_row, 0) / Cfg::kBlockN);
+    }
+    return r;
+}
+/* END UNIT */
+
+/* ---------------------------------------------------------------------------------
+ * Tile scheduler: which (Q block, head, batch) a CTA works on next
+ *
+ * A tile is one Q block of one (batch, head). The grid is at most one CTA per SM. CTA b
+ * starts with position b of one fixed order and then takes either position b + gridDim.x,
+ * b + 2·gridDim.x, .. (static round-robin) or the next position no CTA has taken yet (an
+ * atomic counter: dynamic). The producer decides and hands each position to the consumers
+ * through shared memory (next_tile, consumer_next_tile). The order, as FA3's LPT scheduler: the (batch, head) pairs in sections of `section` pairs
+ * whose K and V fit the L2 together (the host sizes them), a section's tiles before the next
+ * section's; inside a section the Q blocks from the last to the first, the section's pairs
+ * side by side at each. With causal masking the last Q block sees the most keys, so the
+ * longest tiles go first and the short ones fill the end of the launch; the CTAs running at
+ * one time read the K and V of one section, which stay in the L2.
+ * ------------------------------------------------------------------------------ */
+
+struct SchedParams {
+    int num_m_blocks;  // Q blocks per (batch, head)
+    int num_bh;        // batch · heads_q
+    int section;       // (batch, head) pairs per section, 1..num_bh
+    int num_tiles;     // num_m_blocks · num_bh
+    // Dynamic fetching: a CTA's first tile is its blockIdx.x, every next one the position
+    // gridDim.x + atomicAdd(counter, 1), so a CTA that finishes early takes the next tile
+    // of the order instead of a fixed one. The last CTA to finish sets both words back to
+    // 0 for the next launch (`done` counts the finished CTAs). nullptr: static round-robin.
+    int *counter;
+    int *done;
+};
+
+struct Tile {
+    int m_block, head, batch;
+};
+
+/* The tile at position idx (0 <= idx < num_tiles) of the order above. */
+__device__ __forceinline__ Tile tile_at(const SchedParams &s, int heads_q, int idx)
+{
+    const int per_section = s.section * s.num_m_blocks;
+    const int sec = idx / per_section;
+    const int in_sec = idx - sec * per_section;
+    // The last section may hold fewer pairs.
+    const int pairs = min(s.section, s.num_bh - sec * s.section);
+    const int rank = in_sec / pairs;  // 0: the last Q block
+    const int bh = sec * s.section + (in_sec - rank * pairs);
+    Tile t;
+    t.m_block = s.num_m_blocks - 1 - rank;
+    t.head = bh % heads_q;
+    t.batch = bh / heads_q;
+    return t;
+}
+
+/* The producer's next position after idx: the static stride, or the counter's next. */
+__device__ __forceinline__ int next_tile(const SchedParams &s, int idx)
+{
+    return s.counter ? (int)gridDim.x + atomicAdd(s.counter, 1) : idx + (int)gridDim.x;
+}
+
+/* The hand-off ring of tile positions (SharedStorage::tile_idx): slot `hand.stage`, whose
+ * barriers complete a phase per use, as the K/V ring's do. */
+template <class Storage>
+__device__ __forceinline__ void publish_tile(Storage &smem, PipelineState &hand, int &published,
+                                             int idx)
+{
+    if (published >= 2)  // the consumers must have read what this slot held before
+        fx_mbarrier_wait(fx_smem_addr(&smem.tile_empty[hand.stage]), hand.phase ^ 1);
+    smem.tile_idx[hand.stage] = idx;
+    fx_mbarrier_arrive(fx_smem_addr(&smem.tile_full[hand.stage]));  // release: idx is visible
+    advance<2>(hand);
+    ++published;
+}
+
+template <class Storage>
+__device__ __forceinline__ int consumer_next_tile(Storage &smem, PipelineState &hand, int lane)
+{
+    fx_mbarrier_wait(fx_smem_addr(&smem.tile_full[hand.stage]), hand.phase);
+    const int idx = *reinterpret_cast<volatile int *>(&smem.tile_idx[hand.stage]);
+    __syncwarp();
+    if (lane == 0)
+        fx_mbarrier_arrive(fx_smem_addr(&smem.tile_empty[hand.stage]));
+    advance<2>(hand);
+    return idx;
+}
+
+/* UNIT(mask) */
+/*
+ * Accumulator layout of m64nNk16 (PTX ISA §9.7.15.5.1.1), per warp w of the warpgroup, lane
+ * l (g = l/4, t = l%4): acc[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e] — the n8 blocks of
+ * an mma.sync m16n8k16 accumulator side by side: a lane holds 2 columns of rows g and g+8
+ * per n8 block, and the row statistics are reduced over the 4 lanes t = 0..3.
+ *
+ * Sets S to -inf where this lane's rows (query row0 and row0 + 8) must not see the key: keys
+ * at or past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q. col0 is this lane's
+ * first key (n_block·kBlockN + 2t).
+ */
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
+                                           int seqlen_q, int seqlen_k)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        int key_end = seqlen_k;  // keys [0, key_end) are visible to this row
+        if (kCausal)
+            key_end = min(key_end, row0 + 8 * h + 1 + seqlen_k - seqlen_q);
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (col0 + 8 * j + e >= key_end)
+                    acc_s[4 * j + 2 * h + e] = -INFINITY;
+    }
+}
+/* END UNIT */
+
+/* UNIT(softmax) */
+/* ---------------------------------------------------------------------------------
+ * Softmax state: the online softmax of FA2 Algorithm 1 for this thread's two rows
+ *
+ * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e), taken relative to the
+ * reference R = round(m·c). The fast path folds the scale into one FFMA per score,
+ * 2^(fma(S, c, −R)), as FlashAttention does: the maximum's exponent m·c − R is within half an
+ * ulp of |m·c| of 0. From |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that
+ * exponent can reach 1 and it grows without bound beyond (P = inf and a NaN O from |m·c| ~
+ * 2^31, logits that finite inputs reach). There the softmax takes the exact path,
+ * 2^(round(S·c) − R): the maximum's exponent is exactly 0 and none is positive (rounding is
+ * monotone), so P <= 1 for every input whose logits S·c are finite in fp32. The choice is per
+ * warp and K/V block (one vote), so the fast path costs a compare per row. Both paths use the
+ * same R, so the online rescale alpha = 2^(R_old − R_new), from the same rounded products as
+ * P, serves both: ℓ and the LSE agree with the P a backward recomputes (stage 03 measured why,
+ * docs/03_flash2.md "The LSE must match the forward's P").
+ * ------------------------------------------------------------------------------ */
+
+constexpr float kSoftmaxExactFrom = 0x1p24f;
+
+struct SoftmaxState {
+    float row_max[2];  // m of rows g and g + 8 (unscaled S; -inf before any visible key)
+    float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
+    // Of the block between softmax_max and softmax_exp:
+    float m_scaled[2];  // R = round(m·c), the reference of its P
+    float alpha[2];  // 2^(R_old − R_new) ≈ exp(m_old − m_new), O's rescale (softmax_rescale_o)
+};
+
+__device__ __forceinline__ void softmax_init(SoftmaxState &sm)
+{
+    for (int h = 0; h < 2; ++h) {
+        sm.row_max[h] = -INFINITY;
+        sm.row_sum[h] = 0.f;
+    }
+}
+
+/* P = 2^(S·c − R) in place, R = sm.m_scaled, and this lane's part of ℓ. kExact: S·c rounded
+ * on its own, then the subtraction (one FMUL and one FADD per score); else one FFMA per score. */
+template <class Cfg, bool kExact>
+__device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
+                                            float scale_log2)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float s = acc_s[4 * j + 2 * h + e];
+                const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - sm.m_scaled[h])
+                                       : fx_ex2(fmaf(s, scale_log2, -sm.m_scaled[h]));
+                acc_s[4 * j + 2 * h + e] = p;
+                sm.row_sum[h] += p;  // this lane's partial; reduced over the row at the end
+            }
+}
+
+/* The online softmax of one block's S, first half: the row maxima, R and alpha into sm (ℓ
+ * rescaled), and the warp's vote, true when a row of the warp needs the exact path (the same
+ * value in every lane). The caller branches on the vote once, around softmax_exp and all
+ * that follows up to its next wait (softmax_tail says why). */
+template <class Cfg>
+__device__ __forceinline__ bool softmax_max(SoftmaxState &sm, const float (&acc_s)[Cfg::kAccS],
+                                            float scale_log2)
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float m_new = sm.row_max[h];
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles; ++j)
+            m_new = fmaxf(m_new, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
+        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
+        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
+        // A row that has seen only masked keys keeps m = -inf: exponentiate against 0, so
+        // every P is 0 and no -inf - (-inf) = NaN appears.
+        sm.m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
+        sm.alpha[h] = fx_ex2(__fmul_rn(sm.row_max[h], scale_log2) - sm.m_scaled[h]);
+        sm.row_max[h] = m_new;
+        sm.row_sum[h] *= sm.alpha[h];
+    }
+    // The exact path from kSoftmaxExactFrom on (inf compares false too).
+    return __any_sync(kFullWarp, !(fabsf(sm.m_scaled[0]) < kSoftmaxExactFrom &&
+                                   fabsf(sm.m_scaled[1]) < kSoftmaxExactFrom));
+}
+
+/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). kExact:
+ * the exact path's copy (softmax_tail), the same rounded product written as __fmul_rn. */
+template <class Cfg, bool kExact>
+__device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
+                                                  const float (&alpha)[2])
+{
+#pragma unroll
+    for (int d = 0; d < Cfg::kDTiles; ++d)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float &o = acc_o[4 * d + 2 * h + e];
+                o = kExact ? __fmul_rn(o, alpha[h]) : o * alpha[h];
+            }
+}
+
+/* ℓ over the row (its 4 lanes), O /= ℓ once (FA2 Algorithm 1, line 12), and the LSE of the
+ * two rows in natural-log units. ℓ = 0 is a row that saw no key: O = 0, LSE = -inf. A NaN ℓ
+ * (NaN inputs) gets LSE = -inf too, as in FlashAttention; its O stays NaN (NaN · 0), so the
+ * NaN is not hidden. */
+template <class Cfg>
+__device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (&acc_o)[Cfg::kAccO],
+                                                 float softmax_scale, float (&lse)[2])
+{
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l = sm.row_sum[h];
+        l += __shfl_xor_sync(kFullWarp, l, 1);
+        l += __shfl_xor_sync(kFullWarp, l, 2);
+        const bool empty = (l == 0.f || l != l);
+        const float inv_l = empty ? 0.f : 1.f / l;
+        lse[h] = empty ? -INFINITY : sm.row_max[h] * softmax_scale + logf(l);
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d) {
+            acc_o[4 * d + 2 * h] *= inv_l;
+            acc_o[4 * d + 2 * h + 1] *= inv_l;
+        }
+    }
+}
+/* END UNIT */
+
+/* UNIT(gemms) */
+/* ---------------------------------------------------------------------------------
+ * Consumer: the two GEMMs of one K/V block for this warpgroup's 64 rows
+ *
+ * P as the RS A fragment of k16 slice kk (keys 16kk..16kk+15 = n8 blocks 2kk, 2kk+1):
+ *   a[0] = (acc[8kk+0], acc[8kk+1])  row g,   keys 2t, 2t+1
+ *   a[1] = (acc[8kk+2], acc[8kk+3])  row g+8, keys 2t, 2t+1
+ *   a[2] = (acc[8kk+4], acc[8kk+5])  row g,   keys 8+2t, 8+2t+1
+ *   a[3] = (acc[8kk+6], acc[8kk+7])  row g+8, keys 8+2t, 8+2t+1
+ * ------------------------------------------------------------------------------ */
+
+/* Issues S = Q·K_jᵀ: head_dim/16 SS wgmmas into acc_s (overwritten by the first), one
+ * commit group. The caller fences before and waits after. */
+template <class Cfg, class Element>
+__device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
+                                        int consumer)
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
+        Wgmma<Element, Cfg::kBlockN>::ss_k_major(acc_s, desc_q<Cfg>(sQ, consumer, kk),
+                                                 desc_k<Cfg>(sK, kk), kk > 0);
+    fx_wgmma_commit();
+}
+
+/* Issues O += P·V: kBlockN/16 RS wgmmas reading the P fragments, one commit group. The
+ * fragments must stay untouched until the group has completed (the tensor cores read them
+ * asynchronously). */
+template <class Cfg, class Element>
+__device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
+                                         const uint32_t (&p_frag)[Cfg::kPFrags][4], uint32_t sV)
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kPFrags; ++kk)
+        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
+    fx_wgmma_commit();
+}
+
+/* P (fp32, in acc_s) to the 16-bit A fragments of the PV wgmma (layout drawn above). */
+template <class Cfg, class Element>
+__device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
+                                       uint32_t (&p_frag)[Cfg::kPFrags][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kPFrags; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            p_frag[kk][r] = Pack<Element>::pack(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
+}
+/* END UNIT */
+
+/* UNIT(consumer_ctx, changed: the tile comes from the scheduler, not from blockIdx) */
+/* What a consumer thread's mainloop needs that does not change from block to block. */
+struct ConsumerCtx {
+    int consumer;  // which consumer warpgroup: rows [64·consumer, 64·consumer + 64) of the block
+    int warp_in_wg;  // its warp, 16 rows each
+    int lane;
+    int row0;  // this lane's first query row (g; the other is g + 8), in the sequence
+    int m_block, head, batch;
+    int seqlen_q, seqlen_k;
+    float scale_log2;
+};
+
+template <class Cfg>
+__device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int consumer,
+                                                         int warp_in_wg, int lane, Tile tile)
+{
+    ConsumerCtx c;
+    c.consumer = consumer;
+    c.warp_in_wg = warp_in_wg;
+    c.lane = lane;
+    c.m_block = tile.m_block;
+    c.head = tile.head;
+    c.batch = tile.batch;
+    c.row0 = c.m_block * Cfg::kBlockM + consumer * kWgmmaM + warp_in_wg * kRowsPerWarp +
+             lane / kLanesPerRow;
+    c.seqlen_q = p.seqlen_q;
+    c.seqlen_k = p.seqlen_k;
+    c.scale_log2 = p.scale_log2;
+    return c;
+}
+/* END UNIT */
+
+/* UNIT(softmax_tail) */
+/* The online softmax once the vote is known, and what ordinary code does to the block
+ * before its PV GEMM: P (softmax_exp), O *= alpha (kRescale: not while O is still 0), P
+ * packed. The caller calls it on both sides of the vote's branch, one copy per
+ * path, because ptxas schedules within a basic block and the branch ends one: with only
+ * the exponentials inside it, the EX2s and the row-sum FADDs ran as a block of their own,
+ * the packs in the next (SASS, sm_90a). The exact copy differs only in the exponent and
+ * runs only when a row reaches kSoftmaxExactFrom. It rescales O with __fmul_rn, the same
+ * product as the fast copy's `*` but not the same instruction to the compiler: written
+ * alike in both copies, the rescale was moved past the join (SASS, sm_90a). */
+template <class Cfg, class Element, bool kExact, bool kRescale>
+__device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState &sm,
+                                             float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
+                                             uint32_t (&p_frag)[Cfg::kPFrags][4])
+{
+    softmax_exp<Cfg, kExact>(sm, acc_s, c.scale_log2);
+    if (kRescale)
+        softmax_rescale_o<Cfg, kExact>(acc_o, sm.alpha);
+    pack_p<Cfg, Element>(acc_s, p_frag);
+}
+/* END UNIT */
+
+/* ---------------------------------------------------------------------------------
+ * Mainloop
+ * ------------------------------------------------------------------------------ */
+
+/* Consumer c waits for its turn on barrier kBarrierTurn + c (bar.sync: its 128 threads)
+ * and passes it to c + 1 mod kNumConsumers (bar.arrive: 128 more complete it). Consumer 0
+ * arrives once to take the first turn and the last one passes no last turn, so arrivals and
+ * waits match exactly. Without kPingpong (the ablation) the consumers run free. */
+template <class Cfg, bool kPingpong>
+__device__ __forceinline__ void take_turn(const ConsumerCtx &c)
+{
+    if (kPingpong)
+        fx_named_barrier_sync(kBarrierTurn + (uint32_t)c.consumer, kTurnThreads);
+}
+template <class Cfg, bool kPingpong>
+__device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
+{
+    if (kPingpong)
+        fx_named_barrier_arrive(kBarrierTurn + (uint32_t)((c.consumer + 1) % Cfg::kNumConsumers),
+                                kTurnThreads);
+}
+
+/*
+ * One turn at the tensor cores: S of block n_block (in the ring at `read`) and PV of the
+ * block before it (at `prev`); then the softmax of the new S and P packed for the next turn.
+ * The first turn has no PV (kPV false: O is still 0), the last one no S (kS false). kMask:
+ * the block needs the causal or seqlen_k mask. kOverlap: the softmax runs while PV_{j-1} is
+ * still on the tensor cores; kPingpong: the turns of stage 07 (both off in the ablation).
+ */
+template <class Cfg, class Element, bool kCausal, bool kMask, bool kS, bool kPV, bool kPingpong,
+          bool kOverlap>
+__device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
+                                              PipelineState read, PipelineState prev, int n_block,
+                                              float (&acc_s)[Cfg::kAccS],
+                                              float (&acc_o)[Cfg::kAccO],
+                                              uint32_t (&p_frag)[Cfg::kPFrags][4], SoftmaxState &sm)
+{
+    // Wait for the data before taking the turn, so a late load does not hold it.
+    if (kS)
+        fx_mbarrier_wait(fx_smem_addr(&smem.k_full[read.stage]), read.phase);
+    if (kPV)
+        fx_mbarrier_wait(fx_smem_addr(&smem.v_full[prev.stage]), prev.phase);
+    take_turn<Cfg, kPingpong>(c);
+    fx_wgmma_fence();
+    if (kS)
+        issue_s<Cfg, Element>(acc_s, fx_smem_addr(smem.q), fx_smem_addr(smem.k[read.stage]),
+                              c.consumer);
+    if (kPV)
+        issue_pv<Cfg, Element>(acc_o, p_frag, fx_smem_addr(smem.v[prev.stage]));
+    fx_wgmma_fence_operand(acc_s);
+    fx_wgmma_fence_operand(acc_o);
+    if (kS || c.consumer != Cfg::kNumConsumers - 1)  // no one takes the last consumer's last
+        pass_turn<Cfg, kPingpong>(c);
+
+    if (kOverlap && kS && kPV) {
+        fx_wgmma_wait<1>();  // the S group (committed first) is done; PV may still run
+        fx_wgmma_fence_operand(acc_s);
+        if (c.lane == 0)
+            fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
+        if (kMask)
+            apply_mask<Cfg, kCausal>(acc_s, c.row0,
+                                     n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow),
+                                     c.seqlen_q, c.seqlen_k);
+        // P while PV_{j-1} runs. The vote (a row of this warp needs the exact path) is one
+        // warp's, and wgmma.wait_group is .aligned: every thread of the warpgroup must run
+        // the same instruction (PTX ISA 9.7.15.7.3), so the wait for PV_{j-1} stays at the
+        // join, between two branches on the same vote: the exponentials on both sides of the
+        // first, O's rescale and P's pack (which PV_{j-1} was reading) on both of the second.
+        // The wait separates the two anyway, so little of the schedule is lost.
+        const bool exact = softmax_max<Cfg>(sm, acc_s, c.scale_log2);
+        if (exact)
+            softmax_exp<Cfg, true>(sm, acc_s, c.scale_log2);
+        else
+            softmax_exp<Cfg, false>(sm, acc_s, c.scale_log2);
+        fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
+        fx_wgmma_fence_operand(acc_o);
+        if (c.lane == 0)
+            fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
+        if (exact) {
+            softmax_rescale_o<Cfg, true>(acc_o, sm.alpha);
+            pack_p<Cfg, Element>(acc_s, p_frag);
+        } else {
+            softmax_rescale_o<Cfg, false>(acc_o, sm.alpha);
+            pack_p<Cfg, Element>(acc_s, p_frag);
+        }
+        return;
+    }
+    fx_wgmma_wait<0>();  // both groups: S_j and PV_{j-1}
+    fx_wgmma_fence_operand(acc_s);
+    fx_wgmma_fence_operand(acc_o);
+    if (kS && c.lane == 0)
+        fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
+    if (kPV && c.lane == 0)
+        fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
+    if (!kS)
+        return;
+
+    // ---- Mask, online softmax, O rescale (no PV group is in flight: O is ours) ----
+    if (kMask)
+        apply_mask<Cfg, kCausal>(acc_s, c.row0,
+                                 n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow), c.seqlen_q,
+                                 c.seqlen_k);
+    if (softmax_max<Cfg>(sm, acc_s,
+                         c.scale_log2))  // the vote: a row of the warp needs the exact path
+        softmax_tail<Cfg, Element, true, kPV>(c, sm, acc_s, acc_o, p_frag);
+    else
+        softmax_tail<Cfg, Element, false, kPV>(c, sm, acc_s, acc_o, p_frag);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Producer warpgroup: one elected lane issues every load
+ * ------------------------------------------------------------------------------ */
+
+/* One tile's loads: K and V of every block in mainloop order, each into the ring's next
+ * stage once the consumers have released it (load_kv), and Q after the first block. The
+ * ring's cursor `write` and its count of fills `loaded` run on from tile to tile, so the
+ * first K/V block of a tile loads while the consumers still finish the tile before. Q's tile
+ * is also where the epilogue stages O: the tile_count-th Q (from 0) may overwrite it only
+ * once every consumer warpgroup's TMA store of the tile before has read it, the phase
+ * (tile_count − 1) & 1 of q_empty. */
+template <class Cfg>
+__device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<Cfg> &smem,
+                                              PipelineState &write, int &loaded, int tile_count,
+                                              int n_block_max, Tile tile, int head_kv)
+{
+    for (int it = 0; it < n_block_max; ++it) {
+        load_kv<Cfg>(p, smem, write, loaded >= Cfg::kStages, n_block_max - 1 - it, head_kv,
+                     tile.batch);
+        advance<Cfg::kStages>(write);
+        ++loaded;
+        if (it == 0) {
+            if (tile_count > 0)
+                fx_mbarrier_wait(fx_smem_addr(&smem.q_empty), (uint32_t)((tile_count - 1) & 1));
+            load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full),
+                           Cfg::kBlockM, tile.head, tile.m_block * Cfg::kBlockM, tile.batch);
+        }
+    }
+}
+
+/* UNIT(epilogue, changed: q_empty tells the producer when the Q tile is free; the empty
+ * block is written by the consumers alone) */
+/* ---------------------------------------------------------------------------------
+ * Epilogue: O normalized, through this warpgroup's rows of the Q tile, out by TMA; LSE
+ * ------------------------------------------------------------------------------ */
+
+/*
+ * O goes through this consumer warpgroup's 64 rows of the Q tile in shared memory, in the
+ * 128B-swizzled slab layout that TMA reads: only this warpgroup's wgmmas read those rows,
+ * and they have completed. Then every writer fences its generic-proxy stores against the
+ * async proxy (PTX ISA §9.7.13.4: without it the TMA may read stale shared memory), the
+ * warpgroup's 128 threads meet, and one thread stores the 64 × head_dim box, one TMA per
+ * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
+ */
+template <class Cfg, class Element>
+__device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
+                                         SharedStorage<Cfg> &smem, float (&acc_o)[Cfg::kAccO],
+                                         const SoftmaxState &sm)
+{
+    float lse[2];
+    softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
+
+    unsigned char *sO = reinterpret_cast<unsigned char *>(smem.q);
+    // The lane's place in O, through an empty asm volatile the compiler may not move: its
+    // swizzled addresses depend on nothing but the thread, and hoisted out of the loop over
+    // tiles they stayed live across the whole mainloop, in local memory (ptxas: 228 bytes
+    // of spills at head_dim 256).
+    int lane = c.lane, warp_in_wg = c.warp_in_wg;
+    asm volatile("" : "+r"(lane), "+r"(warp_in_wg));
+    const int local_row0 = c.consumer * kWgmmaM + warp_in_wg * kRowsPerWarp;
+    const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = local_row0 + g + 8 * h;
+#pragma unroll
+        for (int d = 0; d < Cfg::kDTiles; ++d) {
+            const int col = 8 * d + 2 * t;
+            const uint32_t off =
+                (uint32_t)((col / kSlabCols) * Cfg::kSlabQBytes) +
+                fx_swizzle128_offset((uint32_t)r, (uint32_t)((col % kSlabCols) * kElemBytes));
+            *reinterpret_cast<uint32_t *>(sO + off) =
+                Pack<Element>::pack(acc_o[4 * d + 2 * h], acc_o[4 * d + 2 * h + 1]);
+        }
+    }
+    fx_fence_proxy_async_smem();
+    fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
+    if (c.warp_in_wg == 0 && c.lane == 0) {
+        const uint32_t sQ = fx_smem_addr(smem.q);
+#pragma unroll
+        for (int s = 0; s < Cfg::kSlabs; ++s)
+            fx_tma_store_4d(
+                &p.tma_o,
+                sQ + (uint32_t)(s * Cfg::kSlabQBytes + c.consumer * kWgmmaM * kSlabRowBytes),
+                s * kSlabCols, c.head, c.m_block * Cfg::kBlockM + c.consumer * kWgmmaM, c.batch);
+        fx_tma_store_commit();
+        fx_tma_store_wait_read<0>();  // the smem must outlive the reads: the CTA may exit next
+        // The Q tile is free for the next tile's Q (the producer waits for every consumer).
+        fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
+    }
+    if (t == 0) {
+        float *LSE = p.lse + ((int64_t)c.batch * p.heads_q + c.head) * p.seqlen_q;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = c.row0 + 8 * h;
+            if (row < p.seqlen_q)
+                LSE[row] = lse[h];
+        }
+    }
+}
+
+/* A causal Q block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf,
+ * written by the consumer threads (ctid of kNumConsumers · 128) in 16-byte chunks; nothing is
+ * loaded for it. */
+template <class Cfg, class Element>
+__device__ __forceinline__ void write_empty_block(const FwdParams &p, Tile tile, int ctid)
+{
+    constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
+    constexpr int kThreads = Cfg::kNumConsumers * kWarpgroupThreads;
+    Element *O = static_cast<Element *>(p.o) + tile.batch * p.o_batch_stride +
+                 tile.head * p.o_head_stride +
+                 (int64_t)tile.m_block * Cfg::kBlockM * p.o_row_stride;
+    float *LSE = p.lse + ((int64_t)tile.batch * p.heads_q + tile.head) * p.seqlen_q +
+                 (int64_t)tile.m_block * Cfg::kBlockM;
+    const int rows = min(Cfg::kBlockM, p.seqlen_q - tile.m_block * Cfg::kBlockM);
+    for (int idx = ctid; idx < rows * kChunks; idx += kThreads) {
+        const int row = idx / kChunks, chunk = idx % kChunks;
+        *reinterpret_cast<uint4 *>(O + row * p.o_row_stride + chunk * kChunkElems) =
+            make_uint4(0, 0, 0, 0);
+    }
+    for (int row = ctid; row < rows; row += kThreads)
+        LSE[row] = -INFINITY;
+}
+/* END UNIT */
+
+/* ---------------------------------------------------------------------------------
+ * The kernel: at most one CTA per SM, each looping over its tiles (tile_at); warpgroup 0
+ * produces (TMA), warpgroups 1..kNumConsumers consume 64 rows of each Q block.
+ * ------------------------------------------------------------------------------ */
+
+template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
+__global__ void __launch_bounds__(Cfg::kNThreads, 1)
+    fwd_kernel(const __grid_constant__ FwdParams p, const SchedParams sched)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const uint32_t smem_addr = smem_base_aligned(smem_raw);
+    SharedStorage<Cfg> &smem = *reinterpret_cast<SharedStorage<Cfg> *>(
+        smem_raw + (smem_addr - fx_smem_addr(smem_raw)));  // the same bytes, generic address
+
+    const int tid = threadIdx.x, lane = tid % kWarpSize;
+    const int warpgroup = tid / kWarpgroupThreads;
+    const int warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
+
+    // ---- Barriers: initialised once per CTA; their phases run on from tile to tile ----
+    if (tid == 0) {
+        fx_mbarrier_init(fx_smem_addr(&smem.q_full), 1);
+        fx_mbarrier_init(fx_smem_addr(&smem.q_empty), Cfg::kNumConsumers);
+        for (int s = 0; s < 2; ++s) {
+            fx_mbarrier_init(fx_smem_addr(&smem.tile_full[s]), 1);
+            fx_mbarrier_init(fx_smem_addr(&smem.tile_empty[s]), Cfg::kNConsumerWarps);
+        }
+        for (int s = 0; s < Cfg::kStages; ++s) {
+            fx_mbarrier_init(fx_smem_addr(&smem.k_full[s]), 1);  // the producer's expect_tx
+            fx_mbarrier_init(fx_smem_addr(&smem.v_full[s]), 1);
+            fx_mbarrier_init(fx_smem_addr(&smem.k_empty[s]), Cfg::kNConsumerWarps);
+            fx_mbarrier_init(fx_smem_addr(&smem.v_empty[s]), Cfg::kNConsumerWarps);
+        }
+        fx_fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    // ---- Producer warpgroup: the loads of every tile of this CTA ----
+    if (warpgroup == 0) {
+        fx_setmaxnreg_dec<Cfg::kProducerRegs>();
+        if (warp_in_wg == 0 && fx_elect_one()) {
+            PipelineState write = {0, 0}, hand = {0, 0};
+            int loaded = 0, tile_count = 0, published = 0;
+            for (int idx = blockIdx.x;; idx = next_tile(sched, idx)) {
+                publish_tile(smem, hand, published, idx);  // num_tiles and past: the end
+                if (idx >= sched.num_tiles)
+                    break;
+                const Tile tile = tile_at(sched, p.heads_q, idx);
+                const BlockRange range =
+                    block_range<Cfg, kCausal>(tile.m_block, p.seqlen_q, p.seqlen_k);
+                if (range.n_block_max == 0)  // the consumers write it; nothing to load
+                    continue;
+                producer_tile<Cfg>(p, smem, write, loaded, tile_count, range.n_block_max, tile,
+                                   tile.head / p.q_per_kv);
+                ++tile_count;
+            }
+            // Every CTA has fetched its last position once `done` reaches gridDim.x: the last
+            // one resets the counter for the next launch (kernels on a stream run in order).
+            if (sched.counter && atomicAdd(sched.done, 1) == (int)gridDim.x - 1) {
+                *sched.counter = 0;
+                *sched.done = 0;
+            }
+        }
+        return;  // the loads complete on the consumers' barriers; nothing here waits for them
+    }
+
+    // ---- Consumer warpgroups ----
+    fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
+    // The ring's read cursor runs on from tile to tile, as the producer's write cursor does.
+    PipelineState read = {0, 0}, hand = {0, 0};
+    int tile_count = 0;  // tiles with loads so far: the phase of q_full
+    for (;;) {
+        const int idx = consumer_next_tile(smem, hand, lane);
+        if (idx >= sched.num_tiles)
+            break;
+        const Tile tile = tile_at(sched, p.heads_q, idx);
+        const BlockRange range = block_range<Cfg, kCausal>(tile.m_block, p.seqlen_q, p.seqlen_k);
+        if (range.n_block_max == 0) {
+            write_empty_block<Cfg, Element>(p, tile, tid - kWarpgroupThreads);
+            continue;
+        }
+        // Blocks run from n_block_max − 1 down to 0, the masked ones first; iteration `it`
+        // works on block n_block_max − 1 − it.
+        const int n_iters = range.n_block_max;
+        const int n_masked = range.n_block_max - range.n_block_unmasked;
+        // The lane through an empty asm volatile, once per tile: what derives from it is
+        // computed in the tile, not hoisted before setmaxnreg and kept in local memory
+        // across every tile (ptxas spilled one such value at head_dim 64).
+        int lane_t = lane;
+        asm volatile("" : "+r"(lane_t));
+        const ConsumerCtx c = make_consumer_ctx<Cfg>(p, warpgroup - 1, warp_in_wg, lane_t, tile);
+        float acc_o[Cfg::kAccO];
+#pragma unroll
+        for (int i = 0; i < Cfg::kAccO; ++i)
+            acc_o[i] = 0.f;
+        SoftmaxState sm;
+        softmax_init(sm);
+        fx_mbarrier_wait(fx_smem_addr(&smem.q_full), (uint32_t)(tile_count & 1));
+
+        // ---- Mainloop, split: the masked blocks first, then the rest without a mask ----
+        // (in turns: the first S alone, the last PV alone)
+        float acc_s[Cfg::kAccS];
+        uint32_t p_frag[Cfg::kPFrags][4];
+        PipelineState prev = read;
+        if (kPingpong && c.consumer == 0)
+            fx_named_barrier_arrive(kBarrierTurn, kTurnThreads);  // take the first turn
+        // The first block is masked whether it needs it or not (a mask that hides nothing).
+        mainloop_turn<Cfg, Element, kCausal, true, true, false, kPingpong, kOverlap>(
+            c, smem, read, prev, n_iters - 1, acc_s, acc_o, p_frag, sm);
+        prev = read;
+        advance<Cfg::kStages>(read);
+        int it = 1;
+        for (; it < n_masked; ++it) {
+            const int n_block = range.n_block_max - 1 - it;
+            mainloop_turn<Cfg, Element, kCausal, true, true, true, kPingpong, kOverlap>(
+                c, smem, read, prev, n_block, acc_s, acc_o, p_frag, sm);
+            prev = read;
+            advance<Cfg::kStages>(read);
+        }
+        for (; it < n_iters; ++it) {
+            const int n_block = range.n_block_max - 1 - it;
+            mainloop_turn<Cfg, Element, kCausal, false, true, true, kPingpong, kOverlap>(
+                c, smem, read, prev, n_block, acc_s, acc_o, p_frag, sm);
+            prev = read;
+            advance<Cfg::kStages>(read);
+        }
+        mainloop_turn<Cfg, Element, kCausal, false, false, true, kPingpong, kOverlap>(
+            c, smem, read, prev, 0, acc_s, acc_o, p_frag, sm);
+
+        epilogue<Cfg, Element>(c, p, smem, acc_o, sm);
+        ++tile_count;
+    }
+}
+
+/* ---------------------------------------------------------------------------------
+ * Host launcher
+ * ------------------------------------------------------------------------------ */
+
+/* The ablation of the FA3 paper's Table 2, chosen by the environment variable FX_ABLATION
+ * (unset or "none": the full schedule). Built for head_dim 128 only. */
+enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblationNeither };
+
+/* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value or
+ * a head_dim the variants were not built for. */
+int ablation_parse(int head_dim, char *why, size_t why_len)
+{
+    const char *v = getenv("FX_ABLATION");
+    if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
+        return kAblationNone;
+    int mode = -1;
+    if (strcmp(v, "no-pingpong") == 0)
+        mode = kAblationNoPingpong;
+    else if (strcmp(v, "no-overlap") == 0)
+        mode = kAblationNoOverlap;
+    else if (strcmp(v, "neither") == 0)
+        mode = kAblationNeither;
+    if (mode < 0) {
+        snprintf(why, why_len,
+                 "FX_ABLATION=%s is not one of none, no-pingpong, no-overlap, neither", v);
+        return -1;
+    }
+    if (head_dim != 128) {
+        snprintf(why, why_len, "FX_ABLATION=%s is built for head_dim 128 only (got %d)", v,
+                 head_dim);
+        return -1;
+    }
+    return mode;
+}
+
+/* The order's sections (tile_at): as many (batch, head) pairs as have K and V of
+ * seqlen_k × head_dim together in half the L2 (the other half for Q, O and what the
+ * other sections' stragglers still read), at least 1. */
+int section_pairs(const fx_problem *pr, int l2_bytes)
+{
+    const double kv_bytes = 2.0 * pr->seqlen_k * pr->head_dim * (double)kElemBytes;
+    const int bh = pr->batch * pr->heads_q;
+    const double fit = (0.5 * l2_bytes) / (kv_bytes > 0 ? kv_bytes : 1.0);
+    return fit < 1.0 ? 1 : (fit >= bh ? bh : (int)fit);
+}
+
+/* The scheduler, from the environment (for measuring one against the other):
+ * FX_SCHEDULER=dynamic|static (default dynamic) and FX_SCHED_ORDER=l2|lpt (default l2:
+ * sections sized to the L2; lpt: one section, the whole launch longest first). */
+struct SchedChoice {
+    bool dynamic;
+    bool l2_sections;
+};
+
+SchedChoice sched_choice()
+{
+    const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
+    SchedChoice c;
+    c.dynamic = !(f && strcmp(f, "static") == 0);
+    c.l2_sections = !(o && strcmp(o, "lpt") == 0);
+    return c;
+}
+
+/* Launches `kernel` persistently: min(SMs, tiles) CTAs of Cfg's tile (one fits an SM: the
+ * launch bounds and the shared memory say so), each looping over its tiles. */
+template <class Cfg, class Kernel>
+cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_args *a)
+{
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kSmemBytes<Cfg>);
+    if (err != cudaSuccess)
+        return err;
+    int dev = 0, sms = 0, l2 = 0;
+    if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess)
+        return err;
+    const fx_problem *pr = a->p;
+    SchedParams s;
+    s.num_m_blocks = (pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+    s.num_bh = pr->batch * pr->heads_q;
+    s.num_tiles = s.num_m_blocks * s.num_bh;
+    const SchedChoice choice = sched_choice();
+    s.section = choice.l2_sections ? section_pairs(pr, l2) : s.num_bh;
+    s.counter = s.done = nullptr;
+    if (choice.dynamic) {
+        // Two ints per process and device, zero until a launch uses them and zero again
+        // after it (the last CTA resets them); never freed: the program's life is theirs.
+        static int *words[64];
+        if (dev >= 64)
+            return cudaErrorInvalidDevice;
+        if (!words[dev]) {
+            if ((err = cudaMalloc(&words[dev], 2 * sizeof(int))) != cudaSuccess ||
+                (err = cudaMemset(words[dev], 0, 2 * sizeof(int))) != cudaSuccess)
+                return err;
+        }
+        s.counter = words[dev];
+        s.done = words[dev] + 1;
+    }
+    const int grid = s.num_tiles < sms ? s.num_tiles : sms;
+    kernel<<<grid, Cfg::kNThreads, (size_t)kSmemBytes<Cfg>, a->stream>>>(p, s);
+    return cudaGetLastError();
+}
+
+template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
+cudaError_t launch(const fx_fwd_args *a)
+{
+    FwdParams p;
+    if (!make_fwd_params(&p, a, Cfg::kBlockM, Cfg::kBlockN))
+        return cudaErrorInvalidValue;
+    return launch_persistent<Cfg>(fwd_kernel<Cfg, Element, kCausal, kPingpong, kOverlap>, p, a);
+}
+
+template <class Cfg, class Element, bool kCausal>
+struct Launch {
+    static cudaError_t run(const fx_fwd_args *a)
+    {
+        char why[160];
+        const int mode = ablation_parse(Cfg::kHeadDim, why, sizeof why);
+        if (mode < 0) {  // a caller that skipped the descriptor's check_problem
+            fx_error("%s", why);
+            return cudaErrorInvalidValue;
+        }
+        if constexpr (Cfg::kHeadDim == 128) {
+            switch (mode) {
+            case kAblationNoPingpong: return launch<Cfg, Element, kCausal, false, true>(a);
+            case kAblationNoOverlap: return launch<Cfg, Element, kCausal, true, false>(a);
+            case kAblationNeither: return launch<Cfg, Element, kCausal, false, false>(a);
+            default: break;
+            }
+        }
+        return launch<Cfg, Element, kCausal, true, true>(a);
+    }
+};
+
+}  // namespace
+
+/* The stage's entry points (stage.c): the forward of fx_stage.h, and the dynamic shared
+ * memory one CTA needs at head_dim (0: not built). */
+extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
+{
+    return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
+}
+
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
+{
+    return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
+                          kSmemBytes<ConfigD256>);
+}
+
+/* For stage.c's check_problem: 0, or 2 with the reason, before any input is made. */
+extern "C" int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len)
+{
+    return ablation_parse(head_dim, why, why_len) < 0 ? 2 : 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * stage.c — the descriptor of stage 09 (stage 08 persistent, with a tile scheduler): what it
+ * can do, how to run it.
+ *
+ * The kernel and its launcher are in fwd.cu. This file tells the harness the capabilities
+ * and refuses, naming the limit, a problem the launch could not run (common/fx_stage.c).
+ */
+#include "fx_stage.h"
+
+/* fwd.cu (extern "C"). FX_ENTRY(name) is fx_<name>_NN, NN this stage's number (fx_stage.h). */
+cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
+size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
+int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len);
+
+static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
+{
+    (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
+    if (FX_ENTRY(fwd_check_ablation)(p->head_dim, why, why_len))
+        return 2;
+    /* One CTA per SM loops over the tiles: no grid dimension limits heads_q or batch. */
+    return fx_check_smem_optin(FX_ENTRY(fwd_smem_bytes)(p->head_dim), p->head_dim,
+                               "Q and the K/V ring", why, why_len);
+}
+
+const fx_stage FX_STAGE_DESCRIPTOR = {
+    .id = FX_STAGE_ID_STRING,
+    .summary = "stage 08 persistent: one CTA per SM loops over the tiles in a tile "
+               "scheduler's order (longest first, sections of heads sized to the L2), the next "
+               "tile's loads overlapping this tile's epilogue",
+    .caps = FX_HOPPER_FWD_CAPS(
+        "Q, K, V, O with 16-byte aligned base and "
+        "strides (TMA); shared memory per block 90, 162 and 194 KiB at head_dim 64, "
+        "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
+        "the schedule off (head_dim 128 only)"),
+    .check_problem = check_problem,
+    .forward = FX_ENTRY(fwd),
+};
