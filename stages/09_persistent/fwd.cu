@@ -284,12 +284,14 @@ __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int
  * starts with position b of one fixed order and then takes either position b + gridDim.x,
  * b + 2·gridDim.x, .. (static round-robin) or the next position no CTA has taken yet (an
  * atomic counter: dynamic). The producer decides and hands each position to the consumers
- * through shared memory (next_tile, consumer_next_tile). The order, as FA3's LPT scheduler: the (batch, head) pairs in sections of `section` pairs
- * whose K and V fit the L2 together (the host sizes them), a section's tiles before the next
- * section's; inside a section the Q blocks from the last to the first, the section's pairs
- * side by side at each. With causal masking the last Q block sees the most keys, so the
- * longest tiles go first and the short ones fill the end of the launch; the CTAs running at
- * one time read the K and V of one section, which stay in the L2.
+ * through shared memory (publish_tile, consumer_next_tile). The order, as FA3's LPT
+ * scheduler: the (batch, head) pairs in sections of `section` pairs whose K and V fit the L2
+ * together (the host sizes them), a section's tiles before the next section's; inside a
+ * section the Q blocks from the last to the first, the section's pairs side by side at
+ * each. With causal masking the last Q block sees the most keys, so the longest tiles go
+ * first and the short ones fill the end of the launch (with the dynamic fetch: round-robin
+ * over a sorted order is not balanced, docs/09); the CTAs running at one time read the K
+ * and V of one section, which stay in the L2.
  * ------------------------------------------------------------------------------ */
 
 struct SchedParams {
@@ -751,8 +753,8 @@ __device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<
         if (it == 0) {
             if (tile_count > 0)
                 fx_mbarrier_wait(fx_smem_addr(&smem.q_empty), (uint32_t)((tile_count - 1) & 1));
-            load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full),
-                           Cfg::kBlockM, tile.head, tile.m_block * Cfg::kBlockM, tile.batch);
+            load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM,
+                           tile.head, tile.m_block * Cfg::kBlockM, tile.batch);
         }
     }
 }
@@ -1052,8 +1054,8 @@ SchedChoice sched_choice()
 template <class Cfg, class Kernel>
 cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_args *a)
 {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kSmemBytes<Cfg>);
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<Cfg>);
     if (err != cudaSuccess)
         return err;
     int dev = 0, sms = 0, l2 = 0;
