@@ -334,30 +334,38 @@ __device__ __forceinline__ int next_tile(const SchedParams &s, int idx)
     return s.counter ? (int)gridDim.x + atomicAdd(s.counter, 1) : idx + (int)gridDim.x;
 }
 
-/* The hand-off ring of tile positions (SharedStorage::tile_idx): slot `hand.stage`, whose
- * barriers complete a phase per use, as the K/V ring's do. */
+/* The hand-off ring of tile positions (SharedStorage::tile_idx). `n` counts the hand-offs
+ * so far: slot n % 2, whose barriers complete one phase per use, parity (n / 2) % 2 (one
+ * register for the ring's stage and phase). The mbarriers order the accesses (arrive is a
+ * release, the wait an acquire, PTX ISA §9.7.13.15); the accesses themselves are atomics,
+ * which no other thread's access to the word can tear and which compute-sanitizer's
+ * racecheck does not take for a shared-memory race (it did for plain loads and stores). */
 template <class Storage>
-__device__ __forceinline__ void publish_tile(Storage &smem, PipelineState &hand, int &published,
-                                             int idx)
+__device__ __forceinline__ void publish_tile(Storage &smem, int &n, int idx)
 {
-    if (published >= 2)  // the consumers must have read what this slot held before
-        fx_mbarrier_wait(fx_smem_addr(&smem.tile_empty[hand.stage]), hand.phase ^ 1);
-    smem.tile_idx[hand.stage] = idx;
-    fx_mbarrier_arrive(fx_smem_addr(&smem.tile_full[hand.stage]));  // release: idx is visible
-    advance<2>(hand);
-    ++published;
+    const int slot = n & 1;
+    const uint32_t phase = (uint32_t)(n >> 1) & 1;
+    if (n >= 2)  // the consumers must have read what this slot held before
+        fx_mbarrier_wait(fx_smem_addr(&smem.tile_empty[slot]), phase ^ 1);
+    atomicExch(&smem.tile_idx[slot], idx);
+    fx_mbarrier_arrive(fx_smem_addr(&smem.tile_full[slot]));  // release: idx is visible
+    ++n;
 }
 
+/* The next position, for every thread of a consumer warp: lane 0 reads it and passes it on,
+ * then tells the producer the slot is free. */
 template <class Storage>
-__device__ __forceinline__ int consumer_next_tile(Storage &smem, PipelineState &hand, int lane)
+__device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n, int lane)
 {
-    fx_mbarrier_wait(fx_smem_addr(&smem.tile_full[hand.stage]), hand.phase);
-    const int idx = *reinterpret_cast<volatile int *>(&smem.tile_idx[hand.stage]);
-    __syncwarp();
-    if (lane == 0)
-        fx_mbarrier_arrive(fx_smem_addr(&smem.tile_empty[hand.stage]));
-    advance<2>(hand);
-    return idx;
+    const int slot = n & 1;
+    fx_mbarrier_wait(fx_smem_addr(&smem.tile_full[slot]), (uint32_t)(n >> 1) & 1);
+    int idx = 0;
+    if (lane == 0) {
+        idx = atomicAdd(&smem.tile_idx[slot], 0);
+        fx_mbarrier_arrive(fx_smem_addr(&smem.tile_empty[slot]));
+    }
+    ++n;
+    return __shfl_sync(kFullWarp, idx, 0);
 }
 
 /* UNIT(mask) */
@@ -893,10 +901,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     if (warpgroup == 0) {
         fx_setmaxnreg_dec<Cfg::kProducerRegs>();
         if (warp_in_wg == 0 && fx_elect_one()) {
-            PipelineState write = {0, 0}, hand = {0, 0};
-            int loaded = 0, tile_count = 0, published = 0;
+            PipelineState write = {0, 0};
+            int loaded = 0, tile_count = 0, handed = 0;
             for (int idx = blockIdx.x;; idx = next_tile(sched, idx)) {
-                publish_tile(smem, hand, published, idx);  // num_tiles and past: the end
+                publish_tile(smem, handed, idx);  // num_tiles and past: the end
                 if (idx >= sched.num_tiles)
                     break;
                 const Tile tile = tile_at(sched, p.heads_q, idx);
@@ -921,10 +929,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     // ---- Consumer warpgroups ----
     fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
     // The ring's read cursor runs on from tile to tile, as the producer's write cursor does.
-    PipelineState read = {0, 0}, hand = {0, 0};
+    PipelineState read = {0, 0};
     int tile_count = 0;  // tiles with loads so far: the phase of q_full
+    int handed = 0;      // positions taken from the producer
     for (;;) {
-        const int idx = consumer_next_tile(smem, hand, lane);
+        const int idx = consumer_next_tile(smem, handed, lane);
         if (idx >= sched.num_tiles)
             break;
         const Tile tile = tile_at(sched, p.heads_q, idx);
