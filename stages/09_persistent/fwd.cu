@@ -946,12 +946,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         // works on block n_block_max − 1 − it.
         const int n_iters = range.n_block_max;
         const int n_masked = range.n_block_max - range.n_block_unmasked;
-        // The lane through an empty asm volatile, once per tile: what derives from it is
-        // computed in the tile, not hoisted before setmaxnreg and kept in local memory
-        // across every tile (ptxas spilled one such value at head_dim 64).
-        int lane_t = lane;
-        asm volatile("" : "+r"(lane_t));
-        const ConsumerCtx c = make_consumer_ctx<Cfg>(p, warpgroup - 1, warp_in_wg, lane_t, tile);
+        // The lane and warp from threadIdx.x read through an empty asm volatile, once per
+        // tile: what derives from them is computed in the tile, not hoisted before setmaxnreg
+        // and kept in local memory across every tile (ptxas spilled such values at head_dim
+        // 64 and 256).
+        int tid_t = (int)threadIdx.x;
+        asm volatile("" : "+r"(tid_t));
+        const ConsumerCtx c =
+            make_consumer_ctx<Cfg>(p, warpgroup - 1, (tid_t / kWarpSize) % kWarpsPerWarpgroup,
+                                   tid_t % kWarpSize, tile);
         float acc_o[Cfg::kAccO];
 #pragma unroll
         for (int i = 0; i < Cfg::kAccO; ++i)
