@@ -952,9 +952,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         // 64 and 256).
         int tid_t = (int)threadIdx.x;
         asm volatile("" : "+r"(tid_t));
-        const ConsumerCtx c =
-            make_consumer_ctx<Cfg>(p, warpgroup - 1, (tid_t / kWarpSize) % kWarpsPerWarpgroup,
-                                   tid_t % kWarpSize, tile);
+        const ConsumerCtx c = make_consumer_ctx<Cfg>(
+            p, warpgroup - 1, (tid_t / kWarpSize) % kWarpsPerWarpgroup, tid_t % kWarpSize, tile);
         float acc_o[Cfg::kAccO];
 #pragma unroll
         for (int i = 0; i < Cfg::kAccO; ++i)
