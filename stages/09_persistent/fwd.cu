@@ -6,10 +6,12 @@
  * leaves its SM idle while its epilogue stores O. Here the grid is one CTA per SM and each
  * CTA loops over tiles in the order a tile scheduler gives: the producer loads the next
  * tile's first K/V block while the consumers still finish this tile (the K/V ring and its
- * mbarrier phases simply run on from tile to tile), and the next Q as soon as the epilogue's
- * TMA store has read the Q tile it writes O through (q_empty). The scheduler orders the tiles
- * longest first (causal: the last Q blocks see the most keys) within sections of heads whose
- * K and V fit the L2 together (FA3 §3.1's persistent kernel; FA3's SingleTileLPTScheduler).
+ * mbarrier phases simply run on from tile to tile), and the next Q as soon as the consumers'
+ * last S GEMM of the tile has read Q (q_empty: O has a staging tile of its own; at head_dim
+ * 256 it is staged in Q's tile, and the next Q waits for its TMA store to have read it). The
+ * scheduler orders the tiles longest first (causal: the last Q blocks see the most keys)
+ * within sections of heads whose K and V fit the L2 together (FA3 §3.1's persistent kernel;
+ * FA3's SingleTileLPTScheduler).
  * FX_ABLATION turns the pingpong and/or the overlap off, as in stage 08. docs/09 draws the
  * tile boundary and gives the numbers.
  *
@@ -95,13 +97,22 @@ using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
  * (each slab on a 1024-byte boundary: the swizzle's period), then the mbarriers.
  * ------------------------------------------------------------------------------ */
 
+/* O gets a staging tile of its own at head_dim 64 and 128 (112 and 194 KiB per CTA with it);
+ * at 256 Q's 64 KiB and the K/V ring leave no room for another 64. */
+template <class Cfg>
+constexpr bool kSeparateO = Cfg::kHeadDim <= 128;
+
 template <class Cfg>
 struct SharedStorage {
     alignas(kSwizzleAtomBytes) uint16_t q[Cfg::kBlockM * Cfg::kHeadDim];
+    // O's staging tile, apart from Q's where shared memory allows (kSeparateO): then the next
+    // tile's Q may land while this tile's epilogue stores O. Head_dim 256 stages O in Q's tile.
+    alignas(kSwizzleAtomBytes) uint16_t o[kSeparateO<Cfg> ? Cfg::kBlockM * Cfg::kHeadDim : 8];
     alignas(kSwizzleAtomBytes) uint16_t k[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
     alignas(kSwizzleAtomBytes) uint16_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
     uint64_t q_full;   // Q of this CTA's current tile has landed (one phase per tile)
-    uint64_t q_empty;  // every consumer warpgroup's TMA store of O has read the Q tile
+    uint64_t q_empty;  // Q's tile is free: every consumer warpgroup is done with it (kSeparateO:
+                       // its last S GEMM; else: its TMA store of O, staged there, has read it)
     // The scheduler's hand-off: the producer writes the next tile's position into
     // tile_idx[s] and arrives on tile_full[s]; every consumer warp reads it and arrives on
     // tile_empty[s]. Two slots, so the producer can publish tile i+1 while tile i runs.
@@ -789,13 +800,21 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     float lse[2];
     softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
 
-    unsigned char *sO = reinterpret_cast<unsigned char *>(smem.q);
-    // The lane's place in O, through an empty asm volatile the compiler may not move: its
-    // swizzled addresses depend on nothing but the thread, and hoisted out of the loop over
-    // tiles they stayed live across the whole mainloop, in local memory (ptxas: 228 bytes
-    // of spills at head_dim 256).
-    int lane = c.lane, warp_in_wg = c.warp_in_wg;
-    asm volatile("" : "+r"(lane), "+r"(warp_in_wg));
+    unsigned char *sO = reinterpret_cast<unsigned char *>(kSeparateO<Cfg> ? smem.o : smem.q);
+    if (kSeparateO<Cfg>) {
+        // The tile before's TMA store may still be reading this warpgroup's rows of O: its
+        // storing thread waits for the reads, then the warpgroup meets before writing.
+        if (threadIdx.x % kWarpgroupThreads == 0)  // warp 0, lane 0: the storing thread
+            fx_tma_store_wait_read<0>();
+        fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
+    }
+    // The lane's place in O, from threadIdx.x through an empty asm volatile the compiler may
+    // not move: its swizzled addresses depend on nothing but the thread, and hoisted out of
+    // the loop over tiles they stayed live across the whole mainloop, in local memory
+    // (ptxas: 228 bytes of spills at head_dim 256).
+    int tid = (int)threadIdx.x;  // read again here, not kept live from the tile's start
+    asm volatile("" : "+r"(tid));
+    const int lane = tid % kWarpSize, warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
     const int local_row0 = c.consumer * kWgmmaM + warp_in_wg * kRowsPerWarp;
     const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
 #pragma unroll
@@ -813,18 +832,21 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     }
     fx_fence_proxy_async_smem();
     fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
-    if (c.warp_in_wg == 0 && c.lane == 0) {
-        const uint32_t sQ = fx_smem_addr(smem.q);
+    if (warp_in_wg == 0 && lane == 0) {
+        const uint32_t sStage = fx_smem_addr(kSeparateO<Cfg> ? smem.o : smem.q);
 #pragma unroll
         for (int s = 0; s < Cfg::kSlabs; ++s)
             fx_tma_store_4d(
                 &p.tma_o,
-                sQ + (uint32_t)(s * Cfg::kSlabQBytes + c.consumer * kWgmmaM * kSlabRowBytes),
+                sStage + (uint32_t)(s * Cfg::kSlabQBytes + c.consumer * kWgmmaM * kSlabRowBytes),
                 s * kSlabCols, c.head, c.m_block * Cfg::kBlockM + c.consumer * kWgmmaM, c.batch);
         fx_tma_store_commit();
-        fx_tma_store_wait_read<0>();  // the smem must outlive the reads: the CTA may exit next
-        // The Q tile is free for the next tile's Q (the producer waits for every consumer).
-        fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
+        if (!kSeparateO<Cfg>) {
+            // The smem must outlive the reads (the CTA may exit next), and the Q tile is then
+            // free for the next tile's Q (the producer waits for every consumer).
+            fx_tma_store_wait_read<0>();
+            fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
+        }  // else: the next epilogue, or the kernel's end, waits for the reads
     }
     if (t == 0) {
         float *LSE = p.lse + ((int64_t)c.batch * p.heads_q + c.head) * p.seqlen_q;
@@ -991,10 +1013,18 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         }
         mainloop_turn<Cfg, Element, kCausal, false, false, true, kPingpong, kOverlap>(
             c, smem, read, prev, 0, acc_s, acc_o, p_frag, sm);
+        // With O staged apart, Q is free once this warpgroup's last S GEMM has completed
+        // (the turn before waited for it): the next Q loads during the epilogue.
+        if (kSeparateO<Cfg> && threadIdx.x % kWarpgroupThreads == 0)  // the storing thread
+            fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
 
         epilogue<Cfg, Element>(c, p, smem, acc_o, sm);
         ++tile_count;
     }
+    // The last TMA store of O must have read the staging tile before the CTA's shared
+    // memory goes (kSeparateO: the epilogue no longer waits itself).
+    if (kSeparateO<Cfg> && threadIdx.x % kWarpgroupThreads == 0)  // each storing thread
+        fx_tma_store_wait_read<0>();
 }
 
 /* ---------------------------------------------------------------------------------

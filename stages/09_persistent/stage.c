@@ -29,7 +29,7 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
                "tile's loads overlapping this tile's epilogue",
     .caps = FX_HOPPER_FWD_CAPS(
         "Q, K, V, O with 16-byte aligned base and "
-        "strides (TMA); shared memory per block 90, 162 and 194 KiB at head_dim 64, "
+        "strides (TMA); shared memory per block 114, 194 and 195 KiB at head_dim 64, "
         "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
         "the schedule off (head_dim 128 only)"),
     .check_problem = check_problem,
