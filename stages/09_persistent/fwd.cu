@@ -301,10 +301,10 @@ struct SchedParams {
     int num_tiles;     // num_m_blocks · num_bh
     // Dynamic fetching: a CTA's first tile is its blockIdx.x, every next one the position
     // gridDim.x + atomicAdd(counter, 1), so a CTA that finishes early takes the next tile
-    // of the order instead of a fixed one. The last CTA to finish sets both words back to
-    // 0 for the next launch (`done` counts the finished CTAs). nullptr: static round-robin.
+    // of the order instead of a fixed one. The counter lives in the call's workspace and is
+    // zeroed in stream order before the launch (launch_persistent), so calls on different
+    // streams, each with its own workspace, do not share it. nullptr: static round-robin.
     int *counter;
-    int *done;
 };
 
 struct Tile {
@@ -328,18 +328,22 @@ __device__ __forceinline__ Tile tile_at(const SchedParams &s, int heads_q, int i
     return t;
 }
 
-/* The producer's next position after idx: the static stride, or the counter's next. */
+/* The producer's next position after idx: the static stride, or the counter's next. The grid
+ * size is read here each time (asm volatile, %nctaid.x), not hoisted out of the producer's
+ * loop: with its 24 registers ptxas kept it in local memory there. */
 __device__ __forceinline__ int next_tile(const SchedParams &s, int idx)
 {
-    return s.counter ? (int)gridDim.x + atomicAdd(s.counter, 1) : idx + (int)gridDim.x;
+    int grid;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
+    return s.counter ? grid + atomicAdd(s.counter, 1) : idx + grid;
 }
 
 /* The hand-off ring of tile positions (SharedStorage::tile_idx). `n` counts the hand-offs
  * so far: slot n % 2, whose barriers complete one phase per use, parity (n / 2) % 2 (one
  * register for the ring's stage and phase). The mbarriers order the accesses (arrive is a
- * release, the wait an acquire, PTX ISA §9.7.13.15); the accesses themselves are atomics,
- * which no other thread's access to the word can tear and which compute-sanitizer's
- * racecheck does not take for a shared-memory race (it did for plain loads and stores). */
+ * release, the wait an acquire, PTX ISA §9.7.13.15). The accesses are atomics only for
+ * compute-sanitizer's racecheck, which does not see the mbarriers' ordering and reported the
+ * plain load and store as a race. */
 template <class Storage>
 __device__ __forceinline__ void publish_tile(Storage &smem, int &n, int idx)
 {
@@ -790,12 +794,13 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
 
     unsigned char *sO = reinterpret_cast<unsigned char *>(smem.q);
-    // The lane's place in O, through an empty asm volatile the compiler may not move: its
-    // swizzled addresses depend on nothing but the thread, and hoisted out of the loop over
-    // tiles they stayed live across the whole mainloop, in local memory (ptxas: 228 bytes
-    // of spills at head_dim 256).
-    int lane = c.lane, warp_in_wg = c.warp_in_wg;
-    asm volatile("" : "+r"(lane), "+r"(warp_in_wg));
+    // The lane's place in O, from threadIdx.x through an empty asm volatile the compiler may
+    // not move: its swizzled addresses depend on nothing but the thread, and hoisted out of
+    // the loop over tiles they stayed live across the whole mainloop, in local memory
+    // (ptxas: 228 bytes of spills at head_dim 256, 60-76 at 64).
+    int tid = (int)threadIdx.x;  // read again here, not kept live from the tile's start
+    asm volatile("" : "+r"(tid));
+    const int lane = tid % kWarpSize, warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
     const int local_row0 = c.consumer * kWgmmaM + warp_in_wg * kRowsPerWarp;
     const int g = lane / kLanesPerRow, t = lane % kLanesPerRow;
 #pragma unroll
@@ -813,7 +818,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     }
     fx_fence_proxy_async_smem();
     fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
-    if (c.warp_in_wg == 0 && c.lane == 0) {
+    if (warp_in_wg == 0 && lane == 0) {
         const uint32_t sQ = fx_smem_addr(smem.q);
 #pragma unroll
         for (int s = 0; s < Cfg::kSlabs; ++s)
@@ -916,12 +921,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
                                    tile.head / p.q_per_kv);
                 ++tile_count;
             }
-            // Every CTA has fetched its last position once `done` reaches gridDim.x: the last
-            // one resets the counter for the next launch (kernels on a stream run in order).
-            if (sched.counter && atomicAdd(sched.done, 1) == (int)gridDim.x - 1) {
-                *sched.counter = 0;
-                *sched.done = 0;
-            }
         }
         return;  // the loads complete on the consumers' barriers; nothing here waits for them
     }
@@ -967,6 +966,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         float acc_s[Cfg::kAccS];
         uint32_t p_frag[Cfg::kPFrags][4];
         PipelineState prev = read;
+        // Consumer 0 takes the first turn of every tile. That it cannot pass a turn of this
+        // tile to consumer 1 before consumer 1 has taken its last turn of the tile before is
+        // q_full's doing: this Q waited for every consumer's q_empty, arrived after that turn.
         if (kPingpong && c.consumer == 0)
             fx_named_barrier_arrive(kBarrierTurn, kTurnThreads);  // take the first turn
         // The first block is masked whether it needs it or not (a mask that hides nothing).
@@ -1037,7 +1039,10 @@ int ablation_parse(int head_dim, char *why, size_t why_len)
  * other sections' stragglers still read), at least 1. */
 int section_pairs(const fx_problem *pr, int l2_bytes)
 {
-    const double kv_bytes = 2.0 * pr->seqlen_k * pr->head_dim * (double)kElemBytes;
+    // K and V of one query head's kv head; the heads_q / heads_kv query heads side by side
+    // in the order (GQA) share it.
+    const double kv_bytes =
+        2.0 * pr->seqlen_k * pr->head_dim * (double)kElemBytes * pr->heads_kv / pr->heads_q;
     const int bh = pr->batch * pr->heads_q;
     const double fit = (0.5 * l2_bytes) / (kv_bytes > 0 ? kv_bytes : 1.0);
     return fit < 1.0 ? 1 : (fit >= bh ? bh : (int)fit);
@@ -1051,13 +1056,21 @@ struct SchedChoice {
     bool l2_sections;
 };
 
-SchedChoice sched_choice()
+/* False, with the message printed, for a value that is none of those named. */
+bool sched_choice(SchedChoice *c)
 {
     const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
-    SchedChoice c;
-    c.dynamic = !(f && strcmp(f, "static") == 0);
-    c.l2_sections = !(o && strcmp(o, "lpt") == 0);
-    return c;
+    c->dynamic = !(f && strcmp(f, "static") == 0);
+    c->l2_sections = !(o && strcmp(o, "lpt") == 0);
+    if (f && f[0] && strcmp(f, "static") != 0 && strcmp(f, "dynamic") != 0) {
+        fx_error("FX_SCHEDULER=%s is not one of dynamic, static", f);
+        return false;
+    }
+    if (o && o[0] && strcmp(o, "lpt") != 0 && strcmp(o, "l2") != 0) {
+        fx_error("FX_SCHED_ORDER=%s is not one of l2, lpt", o);
+        return false;
+    }
+    return true;
 }
 
 /* Launches `kernel` persistently: min(SMs, tiles) CTAs of Cfg's tile (one fits an SM: the
@@ -1079,22 +1092,21 @@ cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_ar
     s.num_m_blocks = (pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
     s.num_bh = pr->batch * pr->heads_q;
     s.num_tiles = s.num_m_blocks * s.num_bh;
-    const SchedChoice choice = sched_choice();
+    SchedChoice choice;
+    if (!sched_choice(&choice))
+        return cudaErrorInvalidValue;
     s.section = choice.l2_sections ? section_pairs(pr, l2) : s.num_bh;
-    s.counter = s.done = nullptr;
+    s.counter = nullptr;
     if (choice.dynamic) {
-        // Two ints per process and device, zero until a launch uses them and zero again
-        // after it (the last CTA resets them); never freed: the program's life is theirs.
-        static int *words[64];
-        if (dev >= 64)
-            return cudaErrorInvalidDevice;
-        if (!words[dev]) {
-            if ((err = cudaMalloc(&words[dev], 2 * sizeof(int))) != cudaSuccess ||
-                (err = cudaMemset(words[dev], 0, 2 * sizeof(int))) != cudaSuccess)
-                return err;
+        // The tile counter: the call's workspace (FX_ENTRY(fwd_workspace_bytes)), zeroed in
+        // the call's stream before the kernel reads it (one 4-byte memset per call).
+        if (!a->workspace || a->workspace_bytes < sizeof(int)) {
+            fx_error("the dynamic tile scheduler needs a workspace of %zu bytes", sizeof(int));
+            return cudaErrorInvalidValue;
         }
-        s.counter = words[dev];
-        s.done = words[dev] + 1;
+        s.counter = static_cast<int *>(a->workspace);
+        if ((err = cudaMemsetAsync(s.counter, 0, sizeof(int), a->stream)) != cudaSuccess)
+            return err;
     }
     const int grid = s.num_tiles < sms ? s.num_tiles : sms;
     kernel<<<grid, Cfg::kNThreads, (size_t)kSmemBytes<Cfg>, a->stream>>>(p, s);
@@ -1139,6 +1151,13 @@ struct Launch {
 extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
+}
+
+/* The forward's device workspace: the dynamic scheduler's tile counter (one int). */
+extern "C" size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward)
+{
+    (void)p;
+    return backward ? 0 : sizeof(int);
 }
 
 extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)

@@ -10,6 +10,7 @@
 /* fwd.cu (extern "C"). FX_ENTRY(name) is fx_<name>_NN, NN this stage's number (fx_stage.h). */
 cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
 size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
+size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward);
 int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len);
 
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
@@ -33,5 +34,6 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
         "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
         "the schedule off (head_dim 128 only)"),
     .check_problem = check_problem,
+    .workspace_bytes = FX_ENTRY(fwd_workspace_bytes),
     .forward = FX_ENTRY(fwd),
 };
