@@ -359,8 +359,10 @@ __device__ __forceinline__ void publish_tile(Storage &smem, int &n, int idx)
 /* The next position, for every thread of a consumer warp: lane 0 reads it and passes it on,
  * then tells the producer the slot is free. */
 template <class Storage>
-__device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n, int lane)
+__device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n)
 {
+    int lane;  // read here (%laneid), so no lane index stays live across the tile loop
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
     const int slot = n & 1;
     fx_mbarrier_wait(fx_smem_addr(&smem.tile_full[slot]), (uint32_t)(n >> 1) & 1);
     int idx = 0;
@@ -929,10 +931,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
     // The ring's read cursor runs on from tile to tile, as the producer's write cursor does.
     PipelineState read = {0, 0};
-    int tile_count = 0;  // tiles with loads so far: the phase of q_full
-    int handed = 0;      // positions taken from the producer
+    // What the consumers count from tile to tile, in one register (at head_dim 256 every
+    // register counts): bits 0-1 the positions taken from the producer (mod 4: the hand-off
+    // ring's slot and phase), bit 2 the tiles with loads (mod 2: the phase of q_full).
+    int counts = 0;
     for (;;) {
-        const int idx = consumer_next_tile(smem, handed, lane);
+        int handed = counts & 3;
+        const int idx = consumer_next_tile(smem, handed);
+        counts = (counts & ~3) | (handed & 3);
         if (idx >= sched.num_tiles)
             break;
         const Tile tile = tile_at(sched, p.heads_q, idx);
@@ -959,7 +965,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
             acc_o[i] = 0.f;
         SoftmaxState sm;
         softmax_init(sm);
-        fx_mbarrier_wait(fx_smem_addr(&smem.q_full), (uint32_t)(tile_count & 1));
+        fx_mbarrier_wait(fx_smem_addr(&smem.q_full), (uint32_t)(counts >> 2) & 1);
 
         // ---- Mainloop, split: the masked blocks first, then the rest without a mask ----
         // (in turns: the first S alone, the last PV alone)
@@ -994,8 +1000,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         mainloop_turn<Cfg, Element, kCausal, false, false, true, kPingpong, kOverlap>(
             c, smem, read, prev, 0, acc_s, acc_o, p_frag, sm);
 
-        epilogue<Cfg, Element>(c, p, smem, acc_o, sm);
-        ++tile_count;
+        // The tile's coordinates again, from its position through an empty asm volatile, for
+        // the epilogue: kept from the tile's start they are three more registers live across
+        // the K/V loop, which at head_dim 256 put a wgmma descriptor in local memory.
+        int idx_e = idx, tid_e = (int)threadIdx.x;
+        asm volatile("" : "+r"(idx_e), "+r"(tid_e));
+        const ConsumerCtx ce =
+            make_consumer_ctx<Cfg>(p, warpgroup - 1, (tid_e / kWarpSize) % kWarpsPerWarpgroup,
+                                   tid_e % kWarpSize, tile_at(sched, p.heads_q, idx_e));
+        epilogue<Cfg, Element>(ce, p, smem, acc_o, sm);
+        counts ^= 4;
     }
 }
 
@@ -1056,18 +1070,18 @@ struct SchedChoice {
     bool l2_sections;
 };
 
-/* False, with the message printed, for a value that is none of those named. */
-bool sched_choice(SchedChoice *c)
+/* False, with the reason in `why`, for a value that is none of those named. */
+bool sched_choice(SchedChoice *c, char *why, size_t why_len)
 {
     const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
     c->dynamic = !(f && strcmp(f, "static") == 0);
     c->l2_sections = !(o && strcmp(o, "lpt") == 0);
     if (f && f[0] && strcmp(f, "static") != 0 && strcmp(f, "dynamic") != 0) {
-        fx_error("FX_SCHEDULER=%s is not one of dynamic, static", f);
+        snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static", f);
         return false;
     }
     if (o && o[0] && strcmp(o, "lpt") != 0 && strcmp(o, "l2") != 0) {
-        fx_error("FX_SCHED_ORDER=%s is not one of l2, lpt", o);
+        snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt", o);
         return false;
     }
     return true;
@@ -1093,8 +1107,11 @@ cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_ar
     s.num_bh = pr->batch * pr->heads_q;
     s.num_tiles = s.num_m_blocks * s.num_bh;
     SchedChoice choice;
-    if (!sched_choice(&choice))
+    char why[160];
+    if (!sched_choice(&choice, why, sizeof why)) {  // a caller that skipped check_problem
+        fx_error("%s", why);
         return cudaErrorInvalidValue;
+    }
     s.section = choice.l2_sections ? section_pairs(pr, l2) : s.num_bh;
     s.counter = nullptr;
     if (choice.dynamic) {
@@ -1170,4 +1187,11 @@ extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 extern "C" int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len)
 {
     return ablation_parse(head_dim, why, why_len) < 0 ? 2 : 0;
+}
+
+/* For stage.c's check_problem: 0, or 2 with the reason (FX_SCHEDULER, FX_SCHED_ORDER). */
+extern "C" int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len)
+{
+    SchedChoice c;
+    return sched_choice(&c, why, why_len) ? 0 : 2;
 }
