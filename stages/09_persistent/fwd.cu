@@ -312,10 +312,10 @@ struct SchedParams {
     int num_tiles;     // num_m_blocks · num_bh
     // Dynamic fetching: a CTA's first tile is its blockIdx.x, every next one the position
     // gridDim.x + atomicAdd(counter, 1), so a CTA that finishes early takes the next tile
-    // of the order instead of a fixed one. The last CTA to finish sets both words back to
-    // 0 for the next launch (`done` counts the finished CTAs). nullptr: static round-robin.
+    // of the order instead of a fixed one. The counter lives in the call's workspace and is
+    // zeroed in stream order before the launch (launch_persistent), so calls on different
+    // streams, each with its own workspace, do not share it. nullptr: static round-robin.
     int *counter;
-    int *done;
 };
 
 struct Tile {
@@ -339,18 +339,22 @@ __device__ __forceinline__ Tile tile_at(const SchedParams &s, int heads_q, int i
     return t;
 }
 
-/* The producer's next position after idx: the static stride, or the counter's next. */
+/* The producer's next position after idx: the static stride, or the counter's next. The grid
+ * size is read here each time (asm volatile, %nctaid.x), not hoisted out of the producer's
+ * loop: with its 24 registers ptxas kept it in local memory there. */
 __device__ __forceinline__ int next_tile(const SchedParams &s, int idx)
 {
-    return s.counter ? (int)gridDim.x + atomicAdd(s.counter, 1) : idx + (int)gridDim.x;
+    int grid;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
+    return s.counter ? grid + atomicAdd(s.counter, 1) : idx + grid;
 }
 
 /* The hand-off ring of tile positions (SharedStorage::tile_idx). `n` counts the hand-offs
  * so far: slot n % 2, whose barriers complete one phase per use, parity (n / 2) % 2 (one
  * register for the ring's stage and phase). The mbarriers order the accesses (arrive is a
- * release, the wait an acquire, PTX ISA §9.7.13.15); the accesses themselves are atomics,
- * which no other thread's access to the word can tear and which compute-sanitizer's
- * racecheck does not take for a shared-memory race (it did for plain loads and stores). */
+ * release, the wait an acquire, PTX ISA §9.7.13.15). The accesses are atomics only for
+ * compute-sanitizer's racecheck, which does not see the mbarriers' ordering and reported the
+ * plain load and store as a race. */
 template <class Storage>
 __device__ __forceinline__ void publish_tile(Storage &smem, int &n, int idx)
 {
@@ -366,8 +370,10 @@ __device__ __forceinline__ void publish_tile(Storage &smem, int &n, int idx)
 /* The next position, for every thread of a consumer warp: lane 0 reads it and passes it on,
  * then tells the producer the slot is free. */
 template <class Storage>
-__device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n, int lane)
+__device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n)
 {
+    int lane;  // read here (%laneid), so no lane index stays live across the tile loop
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
     const int slot = n & 1;
     fx_mbarrier_wait(fx_smem_addr(&smem.tile_full[slot]), (uint32_t)(n >> 1) & 1);
     int idx = 0;
@@ -811,7 +817,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     // The lane's place in O, from threadIdx.x through an empty asm volatile the compiler may
     // not move: its swizzled addresses depend on nothing but the thread, and hoisted out of
     // the loop over tiles they stayed live across the whole mainloop, in local memory
-    // (ptxas: 228 bytes of spills at head_dim 256).
+    // (ptxas: 228 bytes of spills at head_dim 256, 60-76 at 64).
     int tid = (int)threadIdx.x;  // read again here, not kept live from the tile's start
     asm volatile("" : "+r"(tid));
     const int lane = tid % kWarpSize, warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
@@ -938,12 +944,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
                                    tile.head / p.q_per_kv);
                 ++tile_count;
             }
-            // Every CTA has fetched its last position once `done` reaches gridDim.x: the last
-            // one resets the counter for the next launch (kernels on a stream run in order).
-            if (sched.counter && atomicAdd(sched.done, 1) == (int)gridDim.x - 1) {
-                *sched.counter = 0;
-                *sched.done = 0;
-            }
         }
         return;  // the loads complete on the consumers' barriers; nothing here waits for them
     }
@@ -952,10 +952,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
     // The ring's read cursor runs on from tile to tile, as the producer's write cursor does.
     PipelineState read = {0, 0};
-    int tile_count = 0;  // tiles with loads so far: the phase of q_full
-    int handed = 0;      // positions taken from the producer
+    // What the consumers count from tile to tile, in one register (at head_dim 256 every
+    // register counts): bits 0-1 the positions taken from the producer (mod 4: the hand-off
+    // ring's slot and phase), bit 2 the tiles with loads (mod 2: the phase of q_full).
+    int counts = 0;
     for (;;) {
-        const int idx = consumer_next_tile(smem, handed, lane);
+        int handed = counts & 3;
+        const int idx = consumer_next_tile(smem, handed);
+        counts = (counts & ~3) | (handed & 3);
         if (idx >= sched.num_tiles)
             break;
         const Tile tile = tile_at(sched, p.heads_q, idx);
@@ -982,13 +986,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
             acc_o[i] = 0.f;
         SoftmaxState sm;
         softmax_init(sm);
-        fx_mbarrier_wait(fx_smem_addr(&smem.q_full), (uint32_t)(tile_count & 1));
+        fx_mbarrier_wait(fx_smem_addr(&smem.q_full), (uint32_t)(counts >> 2) & 1);
 
         // ---- Mainloop, split: the masked blocks first, then the rest without a mask ----
         // (in turns: the first S alone, the last PV alone)
         float acc_s[Cfg::kAccS];
         uint32_t p_frag[Cfg::kPFrags][4];
         PipelineState prev = read;
+        // Consumer 0 takes the first turn of every tile. That it cannot pass a turn of this
+        // tile to consumer 1 before consumer 1 has taken its last turn of the tile before is
+        // q_full's doing: this Q waited for every consumer's q_empty, arrived after that turn.
         if (kPingpong && c.consumer == 0)
             fx_named_barrier_arrive(kBarrierTurn, kTurnThreads);  // take the first turn
         // The first block is masked whether it needs it or not (a mask that hides nothing).
@@ -1018,8 +1025,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         if (kSeparateO<Cfg> && threadIdx.x % kWarpgroupThreads == 0)  // the storing thread
             fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
 
-        epilogue<Cfg, Element>(c, p, smem, acc_o, sm);
-        ++tile_count;
+        // The tile's coordinates again, from its position through an empty asm volatile, for
+        // the epilogue: kept from the tile's start they are three more registers live across
+        // the K/V loop, which at head_dim 256 put a wgmma descriptor in local memory.
+        int idx_e = idx, tid_e = (int)threadIdx.x;
+        asm volatile("" : "+r"(idx_e), "+r"(tid_e));
+        const ConsumerCtx ce =
+            make_consumer_ctx<Cfg>(p, warpgroup - 1, (tid_e / kWarpSize) % kWarpsPerWarpgroup,
+                                   tid_e % kWarpSize, tile_at(sched, p.heads_q, idx_e));
+        epilogue<Cfg, Element>(ce, p, smem, acc_o, sm);
+        counts ^= 4;
     }
     // The last TMA store of O must have read the staging tile before the CTA's shared
     // memory goes (kSeparateO: the epilogue no longer waits itself).
@@ -1067,7 +1082,10 @@ int ablation_parse(int head_dim, char *why, size_t why_len)
  * other sections' stragglers still read), at least 1. */
 int section_pairs(const fx_problem *pr, int l2_bytes)
 {
-    const double kv_bytes = 2.0 * pr->seqlen_k * pr->head_dim * (double)kElemBytes;
+    // K and V of one query head's kv head; the heads_q / heads_kv query heads side by side
+    // in the order (GQA) share it.
+    const double kv_bytes =
+        2.0 * pr->seqlen_k * pr->head_dim * (double)kElemBytes * pr->heads_kv / pr->heads_q;
     const int bh = pr->batch * pr->heads_q;
     const double fit = (0.5 * l2_bytes) / (kv_bytes > 0 ? kv_bytes : 1.0);
     return fit < 1.0 ? 1 : (fit >= bh ? bh : (int)fit);
@@ -1081,13 +1099,21 @@ struct SchedChoice {
     bool l2_sections;
 };
 
-SchedChoice sched_choice()
+/* False, with the reason in `why`, for a value that is none of those named. */
+bool sched_choice(SchedChoice *c, char *why, size_t why_len)
 {
     const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
-    SchedChoice c;
-    c.dynamic = !(f && strcmp(f, "static") == 0);
-    c.l2_sections = !(o && strcmp(o, "lpt") == 0);
-    return c;
+    c->dynamic = !(f && strcmp(f, "static") == 0);
+    c->l2_sections = !(o && strcmp(o, "lpt") == 0);
+    if (f && f[0] && strcmp(f, "static") != 0 && strcmp(f, "dynamic") != 0) {
+        snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static", f);
+        return false;
+    }
+    if (o && o[0] && strcmp(o, "lpt") != 0 && strcmp(o, "l2") != 0) {
+        snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt", o);
+        return false;
+    }
+    return true;
 }
 
 /* Launches `kernel` persistently: min(SMs, tiles) CTAs of Cfg's tile (one fits an SM: the
@@ -1109,22 +1135,24 @@ cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_ar
     s.num_m_blocks = (pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
     s.num_bh = pr->batch * pr->heads_q;
     s.num_tiles = s.num_m_blocks * s.num_bh;
-    const SchedChoice choice = sched_choice();
+    SchedChoice choice;
+    char why[160];
+    if (!sched_choice(&choice, why, sizeof why)) {  // a caller that skipped check_problem
+        fx_error("%s", why);
+        return cudaErrorInvalidValue;
+    }
     s.section = choice.l2_sections ? section_pairs(pr, l2) : s.num_bh;
-    s.counter = s.done = nullptr;
+    s.counter = nullptr;
     if (choice.dynamic) {
-        // Two ints per process and device, zero until a launch uses them and zero again
-        // after it (the last CTA resets them); never freed: the program's life is theirs.
-        static int *words[64];
-        if (dev >= 64)
-            return cudaErrorInvalidDevice;
-        if (!words[dev]) {
-            if ((err = cudaMalloc(&words[dev], 2 * sizeof(int))) != cudaSuccess ||
-                (err = cudaMemset(words[dev], 0, 2 * sizeof(int))) != cudaSuccess)
-                return err;
+        // The tile counter: the call's workspace (FX_ENTRY(fwd_workspace_bytes)), zeroed in
+        // the call's stream before the kernel reads it (one 4-byte memset per call).
+        if (!a->workspace || a->workspace_bytes < sizeof(int)) {
+            fx_error("the dynamic tile scheduler needs a workspace of %zu bytes", sizeof(int));
+            return cudaErrorInvalidValue;
         }
-        s.counter = words[dev];
-        s.done = words[dev] + 1;
+        s.counter = static_cast<int *>(a->workspace);
+        if ((err = cudaMemsetAsync(s.counter, 0, sizeof(int), a->stream)) != cudaSuccess)
+            return err;
     }
     const int grid = s.num_tiles < sms ? s.num_tiles : sms;
     kernel<<<grid, Cfg::kNThreads, (size_t)kSmemBytes<Cfg>, a->stream>>>(p, s);
@@ -1171,6 +1199,13 @@ extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
     return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
 }
 
+/* The forward's device workspace: the dynamic scheduler's tile counter (one int). */
+extern "C" size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward)
+{
+    (void)p;
+    return backward ? 0 : sizeof(int);
+}
+
 extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
@@ -1181,4 +1216,11 @@ extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 extern "C" int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len)
 {
     return ablation_parse(head_dim, why, why_len) < 0 ? 2 : 0;
+}
+
+/* For stage.c's check_problem: 0, or 2 with the reason (FX_SCHEDULER, FX_SCHED_ORDER). */
+extern "C" int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len)
+{
+    SchedChoice c;
+    return sched_choice(&c, why, why_len) ? 0 : 2;
 }

@@ -10,12 +10,15 @@
 /* fwd.cu (extern "C"). FX_ENTRY(name) is fx_<name>_NN, NN this stage's number (fx_stage.h). */
 cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
 size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
+size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward);
 int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len);
+int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len);
 
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (FX_ENTRY(fwd_check_ablation)(p->head_dim, why, why_len))
+    if (FX_ENTRY(fwd_check_ablation)(p->head_dim, why, why_len) ||
+        FX_ENTRY(fwd_check_scheduler)(why, why_len))
         return 2;
     /* One CTA per SM loops over the tiles: no grid dimension limits heads_q or batch. */
     return fx_check_smem_optin(FX_ENTRY(fwd_smem_bytes)(p->head_dim), p->head_dim,
@@ -31,7 +34,9 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
         "Q, K, V, O with 16-byte aligned base and "
         "strides (TMA); shared memory per block 114, 194 and 195 KiB at head_dim 64, "
         "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
-        "the schedule off (head_dim 128 only)"),
+        "the schedule off (head_dim 128 only); FX_SCHEDULER=dynamic|static and "
+        "FX_SCHED_ORDER=l2|lpt choose the tile scheduler (docs/09)"),
     .check_problem = check_problem,
+    .workspace_bytes = FX_ENTRY(fwd_workspace_bytes),
     .forward = FX_ENTRY(fwd),
 };
