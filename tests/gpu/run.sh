@@ -137,10 +137,17 @@ for c in ${selected[@]+"${selected[@]}"}; do
         failed=$((failed + 1)) failures+=("$name")
         continue
     fi
+    # Leading NAME=value words go to the program's environment (cases.txt), through env(1).
     read -ra words <<<"$args"
+    envs=()
+    while ((${#words[@]})) && [[ ${words[0]} =~ ^[A-Z_][A-Z0-9_]*= ]]; do
+        envs+=("${words[0]}")
+        words=("${words[@]:1}")
+    done
     start_ns=$(date +%s%N)
     set +e
-    timeout --kill-after=10 "$timeout" "$bin_dir/stage_$id" "${words[@]}" >"$log" 2>&1
+    timeout --kill-after=10 "$timeout" env ${envs[@]+"${envs[@]}"} "$bin_dir/stage_$id" \
+        ${words[@]+"${words[@]}"} >"$log" 2>&1
     rc=$?
     set -e
     secs=$(awk -v a="$start_ns" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
