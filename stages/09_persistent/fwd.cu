@@ -903,7 +903,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     SharedStorage<Cfg> &smem = *reinterpret_cast<SharedStorage<Cfg> *>(
         smem_raw + (smem_addr - fx_smem_addr(smem_raw)));  // the same bytes, generic address
 
-    const int tid = threadIdx.x, lane = tid % kWarpSize;
+    const int tid = threadIdx.x;
     const int warpgroup = tid / kWarpgroupThreads;
     const int warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
 
@@ -1091,27 +1091,46 @@ int section_pairs(const fx_problem *pr, int l2_bytes)
     return fit < 1.0 ? 1 : (fit >= bh ? bh : (int)fit);
 }
 
-/* The scheduler, from the environment (for measuring one against the other):
- * FX_SCHEDULER=dynamic|static (default dynamic) and FX_SCHED_ORDER=l2|lpt (default l2:
- * sections sized to the L2; lpt: one section, the whole launch longest first). */
+/* The scheduler, from the environment (for measuring one against another). The default
+ * follows the mask, as FA3 does (FA3_HOPPER_FACTS_2.md (d)): causal tiles differ in length,
+ * so the dynamic fetch over L2 sections, longest first; non-causal tiles are all alike,
+ * so the static round-robin over the Q blocks of one (batch, head) after another, whose
+ * consecutive tiles read the same K and V (docs/09, "The order of the tiles").
+ *   FX_SCHEDULER=dynamic|static
+ *   FX_SCHED_ORDER=l2 (sections sized to the L2) | lpt (one section: the whole launch
+ *                  longest first) | m-fastest (sections of one pair) */
+enum SchedOrder { kOrderL2, kOrderLpt, kOrderMFastest };
+
 struct SchedChoice {
     bool dynamic;
-    bool l2_sections;
+    SchedOrder order;
 };
 
 /* False, with the reason in `why`, for a value that is none of those named. */
-bool sched_choice(SchedChoice *c, char *why, size_t why_len)
+bool sched_choice(SchedChoice *c, bool causal, char *why, size_t why_len)
 {
     const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
-    c->dynamic = !(f && strcmp(f, "static") == 0);
-    c->l2_sections = !(o && strcmp(o, "lpt") == 0);
-    if (f && f[0] && strcmp(f, "static") != 0 && strcmp(f, "dynamic") != 0) {
-        snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static", f);
-        return false;
+    c->dynamic = causal;
+    c->order = causal ? kOrderL2 : kOrderMFastest;
+    if (f && f[0]) {
+        if (strcmp(f, "dynamic") == 0 || strcmp(f, "static") == 0) {
+            c->dynamic = strcmp(f, "dynamic") == 0;
+        } else {
+            snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static", f);
+            return false;
+        }
     }
-    if (o && o[0] && strcmp(o, "lpt") != 0 && strcmp(o, "l2") != 0) {
-        snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt", o);
-        return false;
+    if (o && o[0]) {
+        if (strcmp(o, "l2") == 0) {
+            c->order = kOrderL2;
+        } else if (strcmp(o, "lpt") == 0) {
+            c->order = kOrderLpt;
+        } else if (strcmp(o, "m-fastest") == 0) {
+            c->order = kOrderMFastest;
+        } else {
+            snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt, m-fastest", o);
+            return false;
+        }
     }
     return true;
 }
@@ -1137,11 +1156,13 @@ cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_ar
     s.num_tiles = s.num_m_blocks * s.num_bh;
     SchedChoice choice;
     char why[160];
-    if (!sched_choice(&choice, why, sizeof why)) {  // a caller that skipped check_problem
+    if (!sched_choice(&choice, pr->causal, why, sizeof why)) {  // check_problem skipped
         fx_error("%s", why);
         return cudaErrorInvalidValue;
     }
-    s.section = choice.l2_sections ? section_pairs(pr, l2) : s.num_bh;
+    s.section = choice.order == kOrderL2    ? section_pairs(pr, l2)
+                : choice.order == kOrderLpt ? s.num_bh
+                                            : 1;
     s.counter = nullptr;
     if (choice.dynamic) {
         // The tile counter: the call's workspace (FX_ENTRY(fwd_workspace_bytes)), zeroed in
@@ -1222,5 +1243,5 @@ extern "C" int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_
 extern "C" int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len)
 {
     SchedChoice c;
-    return sched_choice(&c, why, why_len) ? 0 : 2;
+    return sched_choice(&c, false, why, why_len) ? 0 : 2;
 }
