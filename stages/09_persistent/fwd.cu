@@ -1092,10 +1092,10 @@ int section_pairs(const fx_problem *pr, int l2_bytes)
 }
 
 /* The scheduler, from the environment (for measuring one against another). The default
- * follows the mask, as FA3 does (FA3_HOPPER_FACTS_2.md (d)): causal tiles differ in length,
- * so the dynamic fetch over L2 sections, longest first; non-causal tiles are all alike,
- * so the static round-robin over the Q blocks of one (batch, head) after another, whose
- * consecutive tiles read the same K and V (docs/09, "The order of the tiles").
+ * (docs/09, "Measured"): the dynamic fetch always (it beat the static round-robin with the
+ * mask and without, where FA3 takes the static one), over L2 sections longest first when
+ * causal (tiles differ in length), over one (batch, head) at a time when not (tiles alike;
+ * consecutive tiles read the same K and V).
  *   FX_SCHEDULER=dynamic|static
  *   FX_SCHED_ORDER=l2 (sections sized to the L2) | lpt (one section: the whole launch
  *                  longest first) | m-fastest (sections of one pair) */
@@ -1110,7 +1110,7 @@ struct SchedChoice {
 bool sched_choice(SchedChoice *c, bool causal, char *why, size_t why_len)
 {
     const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
-    c->dynamic = causal;
+    c->dynamic = true;
     c->order = causal ? kOrderL2 : kOrderMFastest;
     if (f && f[0]) {
         if (strcmp(f, "dynamic") == 0 || strcmp(f, "static") == 0) {

@@ -35,8 +35,8 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
         "strides (TMA); shared memory per block 114, 194 and 195 KiB at head_dim 64, "
         "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
         "the schedule off (head_dim 128 only); FX_SCHEDULER=dynamic|static and "
-        "FX_SCHED_ORDER=l2|lpt|m-fastest choose the tile scheduler (default: dynamic "
-        "over L2 sections when causal, else static m-fastest; docs/09)"),
+        "FX_SCHED_ORDER=l2|lpt|m-fastest choose the tile scheduler (default: dynamic, "
+        "L2 sections when causal, m-fastest when not; docs/09)"),
     .check_problem = check_problem,
     .workspace_bytes = FX_ENTRY(fwd_workspace_bytes),
     .forward = FX_ENTRY(fwd),
