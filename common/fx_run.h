@@ -105,8 +105,10 @@ cudaError_t fx_launch_forward(void *ctx);
 cudaError_t fx_launch_backward(void *ctx);
 
 /* Prints "  digest: O <hex> LSE <hex>" (and " dQ <hex> dK <hex> dV <hex>" when `backward`):
- * 64-bit FNV-1a hashes of the fp32 host copies' bytes, so that the outputs of two builds
- * (an old and a new kernel, say) can be compared bit for bit from their logs. */
+ * 64-bit FNV-1a hashes of the fp32 host copies' bytes (o->o_h and dq_h: fx_numel_q(p)
+ * floats, dk_h and dv_h: fx_numel_kv(p), lse_h: fx_numel_lse(p); in the layouts the run
+ * copied back), so that the outputs of two builds (an old and a new kernel, say) can be
+ * compared bit for bit from their logs. No errors: the copies must exist (fx_run_stage). */
 void fx_print_digest(const fx_problem *p, const fx_outputs *o, bool backward);
 
 /* --repeat N: runs first->s N − 1 more times on `in` and compares the outputs bitwise with
