@@ -9,6 +9,19 @@
  * Causal is bottom-right aligned: query row i sees key j iff
  *   j <= i + seqlen_k - seqlen_q.
  * A row that sees no key has O = 0, LSE = -inf, and zero gradients.
+ *
+ * Variable-length batch (p->varlen; FlashAttention's flash_attn_varlen_func layout): the
+ * batch's sequences are packed along the rows, with no padding between them:
+ *   Q, O         : [total_q, heads_q,  head_dim]   sequence b's rows cu_seqlens_q[b] ..
+ *   K, V         : [total_k, heads_kv, head_dim]                      cu_seqlens_q[b+1]-1
+ *   LSE          : fp32 [heads_q, total_q]
+ * i.e. the fixed-length layout with batch 1 and seqlen total_*; fx_layout_q/kv give
+ * batch_stride 0, and row cu_seqlens_q[b] + i is row i of sequence b. Sequence b has
+ * seqlen_q(b) = cu_seqlens_q[b+1] - cu_seqlens_q[b] queries and seqlen_k(b) keys:
+ * seqused_k[b] when seqused_k is set (the first seqused_k[b] of its cu_seqlens_k rows), else
+ * cu_seqlens_k[b+1] - cu_seqlens_k[b]. Either may be 0. Causal is bottom-right aligned per
+ * sequence. seqlen_q and seqlen_k are then the largest per-sequence lengths (FA's
+ * max_seqlen_q/k) and may be 0 only in a varlen batch.
  */
 #ifndef FX_PROBLEM_H
 #define FX_PROBLEM_H
@@ -24,6 +37,9 @@ extern "C" {
 typedef enum fx_dtype { FX_BF16 = 0, FX_FP16 = 1, FX_DTYPE_COUNT } fx_dtype;
 
 #define FX_DTYPE_BIT(dt) (1u << (unsigned)(dt))
+
+/* The most sequences a variable-length batch may hold. */
+#define FX_VARLEN_MAX_SEQS 1024
 
 /* Input distributions (DESIGN.md): */
 typedef enum fx_dist {
@@ -47,6 +63,17 @@ typedef struct fx_problem {
      * dtype (fx_fill): logits qk_scale² times larger for every stage, the reference and the
      * emulation alike. Finite and > 0; 1 by default. */
     double qk_scale;
+    /* Variable-length batch (layout above; stages with caps.varlen). When varlen is false
+     * the fields below are unused (zero, NULL). When true: batch sequences (1 ..
+     * FX_VARLEN_MAX_SEQS); cu_seqlens_q/k point to batch + 1 row offsets in host memory,
+     * 0 first, never decreasing, cu_seqlens_q[batch] == total_q, cu_seqlens_k[batch] ==
+     * total_k; seqused_k is NULL or batch counts with seqused_k[b] <= cu_seqlens_k[b+1] -
+     * cu_seqlens_k[b]. The arrays are not owned: whoever fills the problem keeps them alive
+     * (fx_options holds those the command line gives). Pointers, not arrays, so that the
+     * struct stays small: stage 01 passes it to its kernels by value. */
+    bool varlen;
+    int total_q, total_k;
+    const int *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
 } fx_problem;
 
 /* Element strides of one tensor; head_dim is always contiguous (stride 1). */

@@ -35,6 +35,7 @@ typedef struct fx_caps {
     unsigned dtypes;             /* FX_DTYPE_BIT(FX_BF16) | ... */
     bool causal;                 /* supports causal (bottom-right) masking */
     bool gqa;                    /* supports heads_q != heads_kv */
+    bool varlen;                 /* takes a variable-length batch (fx_problem.h, p->varlen) */
     bool backward;               /* has a backward entry point */
     bool deterministic_backward; /* backward outputs are bitwise repeatable (no atomics) */
     int min_sm;                  /* minimum compute capability ×10 (80 = sm_80) */
@@ -47,8 +48,11 @@ typedef struct fx_fwd_args {
     const fx_problem *p;
     const void *q, *k, *v; /* dtype p->dtype */
     void *o;               /* dtype p->dtype */
-    float *lse;            /* [batch, heads_q, seqlen_q], natural log */
+    float *lse;            /* [batch, heads_q, seqlen_q] ([heads_q, total_q] varlen), natural log */
     fx_layout q_layout, k_layout, v_layout, o_layout;
+    /* Device copies of p->cu_seqlens_q/k (batch + 1 ints) and p->seqused_k (batch ints) when
+     * p->varlen (seqused_k NULL when p->seqused_k is); all NULL for a fixed-length batch. */
+    const int *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
     void *workspace; /* >= stage->workspace_bytes(p, false) bytes, 256-byte aligned */
     size_t workspace_bytes;
     cudaStream_t stream;
