@@ -6,12 +6,17 @@
  * leaves its SM idle while its epilogue stores O. Here the grid is one CTA per SM and each
  * CTA loops over tiles in the order a tile scheduler gives: the producer loads the next
  * tile's first K/V block while the consumers still finish this tile (the K/V ring and its
- * mbarrier phases simply run on from tile to tile), and the next Q as soon as the consumers'
- * last S GEMM of the tile has read Q (q_empty: O has a staging tile of its own; at head_dim
- * 256 it is staged in Q's tile, and the next Q waits for its TMA store to have read it). The
- * scheduler orders the tiles longest first (causal: the last Q blocks see the most keys)
- * within sections of heads whose K and V fit the L2 together (FA3 §3.1's persistent kernel;
- * FA3's SingleTileLPTScheduler).
+ * mbarrier phases simply run on from tile to tile), and the next Q as soon as every consumer
+ * warpgroup has taken its last turn of the tile, the last S GEMM having read Q (q_empty: at
+ * head_dim 64 and 128 O has a staging tile of its own; at 256 it is staged in Q's tile, and
+ * the next Q waits for its TMA store to have read it). The scheduler hands out the Q blocks of
+ * a (batch, head) from the last to the first, which with the causal mask is longest first
+ * (the last Q blocks see the most keys); causal problems take the (batch, head) pairs in
+ * sections whose K and V fit the L2 together (FA3 §3.1's persistent kernel; FA3's
+ * SingleTileLPTScheduler and DynamicPersistentTileScheduler, hopper/tile_scheduler.hpp).
+ * A variable-length batch (fx_problem.h's packed layout) runs sequence by sequence: a small
+ * prepare kernel counts each sequence's tiles, and every tile carries its sequence's rows and
+ * lengths (tile_at_varlen).
  * FX_ABLATION turns the pingpong and/or the overlap off, as in stage 08. docs/09 draws the
  * tile boundary and gives the numbers.
  *
@@ -21,7 +26,8 @@
  * stage that introduced it (tests/shape/check_units.sh compares the copies).
  *
  * Sources: FA3 §3.1 (persistent kernel) and §3.2, Algorithm 2; PTX ISA §9.7.15.7
- * (wgmma.wait_group), §9.7.13.15 (mbarrier phases).
+ * (wgmma.wait_group), §9.7.13.15 (mbarrier phases), §9.7.9.25.6.2 (cp.async.bulk.wait_group
+ * .read: when a TMA store has read its shared memory).
  * Layouts, the other sources and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
  */
 #include <stdio.h>
@@ -92,12 +98,13 @@ using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
 using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
 
 /* ---------------------------------------------------------------------------------
- * Shared-memory plan: Q (also O's staging area in the epilogue), kStages K and V tiles,
+ * Shared-memory plan: Q, O's staging tile (at head_dim 256 Q's tile is O's), kStages K and V
+ * tiles,
  * each tile head_dim/64 slabs of rows × 128 bytes as TMA writes them with the 128B swizzle
  * (each slab on a 1024-byte boundary: the swizzle's period), then the mbarriers.
  * ------------------------------------------------------------------------------ */
 
-/* O gets a staging tile of its own at head_dim 64 and 128 (112 and 194 KiB per CTA with it);
+/* O gets a staging tile of its own at head_dim 64 and 128 (114 and 194 KiB per CTA with it);
  * at 256 Q's 64 KiB and the K/V ring leave no room for another 64. */
 template <class Cfg>
 constexpr bool kSeparateO = Cfg::kHeadDim <= 128;
@@ -112,7 +119,7 @@ struct SharedStorage {
     alignas(kSwizzleAtomBytes) uint16_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
     uint64_t q_full;   // Q of this CTA's current tile has landed (one phase per tile)
     uint64_t q_empty;  // Q's tile is free: every consumer warpgroup is done with it (kSeparateO:
-                       // its last S GEMM; else: its TMA store of O, staged there, has read it)
+                       // its last turn; else: its store of O, staged there, has read it)
     // The scheduler's hand-off: the producer writes the next tile's position into
     // tile_idx[s] and arrives on tile_full[s]; every consumer warp reads it and arrives on
     // tile_empty[s]. Two slots, so the producer can publish tile i+1 while tile i runs.
@@ -215,7 +222,7 @@ __device__ __forceinline__ void advance(PipelineState &s)
 }
 /* END UNIT */
 
-/* UNIT(loads) */
+/* UNIT(loads, changed: K/V rows from the sequence's first row, for a varlen batch) */
 /* ---------------------------------------------------------------------------------
  * Producer: TMA loads of one tile, one box per 64-column slab
  * ------------------------------------------------------------------------------ */
@@ -234,24 +241,25 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, 
                        row0, batch);
 }
 
-/* K and V of block n_block into the ring at `write`. A refill (the second pass over the ring
- * on) first waits until every consumer warp has released the stage: its empty barriers' phase
- * for the pass before has the parity write.phase ^ 1. */
+/* K and V of block n_block into the ring at `write`; the block's first row is key_row0 +
+ * n_block·kBlockN (key_row0: the sequence's first row in a packed varlen batch, else 0). A
+ * refill (the second pass over the ring on) first waits until every consumer warp has
+ * released the stage: its empty barriers' phase for the pass before has the parity
+ * write.phase ^ 1. */
 template <class Cfg>
 __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
                                         PipelineState write, bool refill, int n_block, int head_kv,
-                                        int batch)
+                                        int batch, int key_row0)
 {
+    const int row = key_row0 + n_block * Cfg::kBlockN;
     if (refill)
         fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
     load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
-                   fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv,
-                   n_block * Cfg::kBlockN, batch);
+                   fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv, row, batch);
     if (refill)
         fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
     load_tile<Cfg>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
-                   fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,
-                   n_block * Cfg::kBlockN, batch);
+                   fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv, row, batch);
 }
 /* END UNIT */
 
@@ -316,14 +324,36 @@ struct SchedParams {
     // zeroed in stream order before the launch (launch_persistent), so calls on different
     // streams, each with its own workspace, do not share it. nullptr: static round-robin.
     int *counter;
+    // A variable-length batch (fx_problem.h's packed layout), nullptr otherwise: the
+    // sequences' row offsets and lengths, and tile_start[b], the position of sequence b's
+    // first tile (b = 0..batch; tile_start[batch] is the number of tiles), which
+    // varlen_prepare_kernel computes in the call's workspace before the launch.
+    const int *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
+    const int *tile_start;
+    int batch;    // sequences
+    int total_q;  // rows of the packed Q and O: the LSE's head stride
 };
 
+/* One tile: Q block m_block of one (sequence, head). The rows of the tensor maps it reads and
+ * writes start at q_row0 (Q, O) and k_row0 (K, V) of batch index `batch`; the sequence has
+ * seqlen_q queries and seqlen_k keys, the lengths every mask and block range is taken in. A
+ * fixed-length batch: rows from 0 and the problem's lengths. A varlen batch: the packed
+ * tensors' rows of the sequence (cu_seqlens), batch index 0 (their maps have one batch). */
 struct Tile {
     int m_block, head, batch;
+    int q_row0, k_row0;
+    int seqlen_q, seqlen_k;
 };
 
-/* The tile at position idx (0 <= idx < num_tiles) of the order above. */
-__device__ __forceinline__ Tile tile_at(const SchedParams &s, int heads_q, int idx)
+/* The number of tiles in the order (every position from it on means: no more tiles). */
+template <bool kVarlen>
+__device__ __forceinline__ int num_tiles(const SchedParams &s)
+{
+    return kVarlen ? __ldg(&s.tile_start[s.batch]) : s.num_tiles;
+}
+
+/* The tile at position idx (0 <= idx < num_tiles) of the order above, fixed-length batch. */
+__device__ __forceinline__ Tile tile_at_fixed(const FwdParams &p, const SchedParams &s, int idx)
 {
     const int per_section = s.section * s.num_m_blocks;
     const int sec = idx / per_section;
@@ -334,9 +364,103 @@ __device__ __forceinline__ Tile tile_at(const SchedParams &s, int heads_q, int i
     const int bh = sec * s.section + (in_sec - rank * pairs);
     Tile t;
     t.m_block = s.num_m_blocks - 1 - rank;
-    t.head = bh % heads_q;
-    t.batch = bh / heads_q;
+    t.head = bh % p.heads_q;
+    t.batch = bh / p.heads_q;
+    t.q_row0 = 0;
+    t.k_row0 = 0;
+    t.seqlen_q = p.seqlen_q;
+    t.seqlen_k = p.seqlen_k;
     return t;
+}
+
+/*
+ * The tile at position idx of a variable-length batch. The order: sequence by sequence, as
+ * the batch lists them; in a sequence, head by head, and in a head the Q blocks from the last
+ * to the first (the m-fastest order of the fixed-length batch, one sequence at a time:
+ * consecutive tiles read the same K and V, and with the mask the longest go first). Sequence
+ * b holds the positions [tile_start[b], tile_start[b+1]), heads_q · ceil(seqlen_q(b) /
+ * kBlockM) of them (none for an empty sequence): the sequence of idx is the last b with
+ * tile_start[b] <= idx, found by a binary search over the batch (at most 10 steps for 1024
+ * sequences, L1-resident loads), by every thread that needs the tile, independently.
+ */
+template <class Cfg>
+__device__ __forceinline__ Tile tile_at_varlen(const SchedParams &s, int idx)
+{
+    int lo = 0, hi = s.batch - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (__ldg(&s.tile_start[mid]) <= idx)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int b = lo;
+    const int first = __ldg(&s.tile_start[b]);
+    const int q_row0 = __ldg(&s.cu_seqlens_q[b]);
+    const int seqlen_q = __ldg(&s.cu_seqlens_q[b + 1]) - q_row0;
+    const int m_blocks = (seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;  // >= 1: idx is here
+    const int local = idx - first;
+    Tile t;
+    t.head = local / m_blocks;
+    t.m_block = m_blocks - 1 - (local - t.head * m_blocks);
+    t.batch = 0;
+    t.q_row0 = q_row0;
+    t.seqlen_q = seqlen_q;
+    t.k_row0 = __ldg(&s.cu_seqlens_k[b]);
+    t.seqlen_k = s.seqused_k ? __ldg(&s.seqused_k[b]) : __ldg(&s.cu_seqlens_k[b + 1]) - t.k_row0;
+    return t;
+}
+
+template <class Cfg, bool kVarlen>
+__device__ __forceinline__ Tile tile_at(const FwdParams &p, const SchedParams &s, int idx)
+{
+    return kVarlen ? tile_at_varlen<Cfg>(s, idx) : tile_at_fixed(p, s, idx);
+}
+
+/*
+ * A variable-length batch's tile positions: tile_start[b] = heads_q · Σ_{b' < b} ceil(
+ * seqlen_q(b') / block_m) for b = 0..batch, an exclusive scan over the sequences, and the
+ * dynamic scheduler's counter zeroed (nullptr: static), in the stream before the persistent
+ * kernel reads them. One CTA of batch rounded up to 32 threads (batch <= 1024): a scan within
+ * each warp (shfl_up), one over the warps' totals, one sequence per thread. FA3 computes the
+ * same in its prepare kernel (hopper/flash_prepare_scheduler.cu), with the warp scan done
+ * again in the scheduler instead of stored.
+ */
+__global__ void varlen_prepare_kernel(const int *cu_seqlens_q, int batch, int heads_q, int block_m,
+                                      int *tile_start, int *counter)
+{
+    __shared__ int warp_total[32];
+    const int b = (int)threadIdx.x, lane = b % kWarpSize, warp = b / kWarpSize;
+    int x = 0;  // this sequence's tiles, then the inclusive scan of the warp's
+    if (b < batch)
+        x = (cu_seqlens_q[b + 1] - cu_seqlens_q[b] + block_m - 1) / block_m * heads_q;
+    for (int d = 1; d < kWarpSize; d *= 2) {
+        const int y = __shfl_up_sync(kFullWarp, x, d);
+        if (lane >= d)
+            x += y;
+    }
+    if (lane == kWarpSize - 1)
+        warp_total[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        const int n_warps = ((int)blockDim.x + kWarpSize - 1) / kWarpSize;
+        int w = lane < n_warps ? warp_total[lane] : 0;
+        for (int d = 1; d < kWarpSize; d *= 2) {
+            const int y = __shfl_up_sync(kFullWarp, w, d);
+            if (lane >= d)
+                w += y;
+        }
+        if (lane < n_warps)
+            warp_total[lane] = w;  // now the inclusive scan over the warps
+    }
+    __syncthreads();
+    if (b < batch)
+        tile_start[b + 1] = (warp > 0 ? warp_total[warp - 1] : 0) + x;
+    if (b == 0) {
+        tile_start[0] = 0;
+        if (counter)
+            *counter = 0;
+    }
 }
 
 /* The producer's next position after idx: the static stride, or the counter's next. The grid
@@ -591,7 +715,7 @@ __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
 }
 /* END UNIT */
 
-/* UNIT(consumer_ctx, changed: the tile comes from the scheduler, not from blockIdx) */
+/* UNIT(consumer_ctx, changed: the tile, its rows and lengths come from the scheduler) */
 /* What a consumer thread's mainloop needs that does not change from block to block. */
 struct ConsumerCtx {
     int consumer;  // which consumer warpgroup: rows [64·consumer, 64·consumer + 64) of the block
@@ -599,6 +723,7 @@ struct ConsumerCtx {
     int lane;
     int row0;  // this lane's first query row (g; the other is g + 8), in the sequence
     int m_block, head, batch;
+    int q_row0;  // the sequence's first row in Q, O and the LSE (a varlen batch), else 0
     int seqlen_q, seqlen_k;
     float scale_log2;
 };
@@ -616,8 +741,9 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
     c.batch = tile.batch;
     c.row0 = c.m_block * Cfg::kBlockM + consumer * kWgmmaM + warp_in_wg * kRowsPerWarp +
              lane / kLanesPerRow;
-    c.seqlen_q = p.seqlen_q;
-    c.seqlen_k = p.seqlen_k;
+    c.q_row0 = tile.q_row0;
+    c.seqlen_q = tile.seqlen_q;
+    c.seqlen_k = tile.seqlen_k;
     c.scale_log2 = p.scale_log2;
     return c;
 }
@@ -761,10 +887,10 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
 /* One tile's loads: K and V of every block in mainloop order, each into the ring's next
  * stage once the consumers have released it (load_kv), and Q after the first block. The
  * ring's cursor `write` and its count of fills `loaded` run on from tile to tile, so the
- * first K/V block of a tile loads while the consumers still finish the tile before. Q's tile
- * is also where the epilogue stages O: the tile_count-th Q (from 0) may overwrite it only
- * once every consumer warpgroup's TMA store of the tile before has read it, the phase
- * (tile_count − 1) & 1 of q_empty. */
+ * first K/V block of a tile loads while the consumers still finish the tile before. The
+ * tile_count-th Q (from 0) may overwrite Q's tile only once every consumer warpgroup is done
+ * with the Q before, the phase (tile_count − 1) & 1 of q_empty: after its last turn
+ * (kSeparateO), or once its store of O, staged in Q's tile at head_dim 256, has read it. */
 template <class Cfg>
 __device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<Cfg> &smem,
                                               PipelineState &write, int &loaded, int tile_count,
@@ -772,36 +898,39 @@ __device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<
 {
     for (int it = 0; it < n_block_max; ++it) {
         load_kv<Cfg>(p, smem, write, loaded >= Cfg::kStages, n_block_max - 1 - it, head_kv,
-                     tile.batch);
+                     tile.batch, tile.k_row0);
         advance<Cfg::kStages>(write);
         ++loaded;
         if (it == 0) {
             if (tile_count > 0)
                 fx_mbarrier_wait(fx_smem_addr(&smem.q_empty), (uint32_t)((tile_count - 1) & 1));
             load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM,
-                           tile.head, tile.m_block * Cfg::kBlockM, tile.batch);
+                           tile.head, tile.q_row0 + tile.m_block * Cfg::kBlockM, tile.batch);
         }
     }
 }
 
 /* UNIT(epilogue, changed: q_empty tells the producer when the Q tile is free; the empty
- * block is written by the consumers alone) */
+ * block is written by the consumers alone; a varlen sequence's last rows are stored by the
+ * threads) */
 /* ---------------------------------------------------------------------------------
- * Epilogue: O normalized, through this warpgroup's rows of the Q tile, out by TMA; LSE
+ * Epilogue: O normalized, through this warpgroup's rows of the staging tile, out by TMA; LSE
  * ------------------------------------------------------------------------------ */
 
 /*
- * O goes through this consumer warpgroup's 64 rows of the Q tile in shared memory, in the
- * 128B-swizzled slab layout that TMA reads: only this warpgroup's wgmmas read those rows,
- * and they have completed. Then every writer fences its generic-proxy stores against the
- * async proxy (PTX ISA §9.7.13.4: without it the TMA may read stale shared memory), the
- * warpgroup's 128 threads meet, and one thread stores the 64 × head_dim box, one TMA per
- * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
+ * O goes through this consumer warpgroup's 64 rows of the staging tile in shared memory (O's
+ * own at head_dim 64 and 128; at 256 the Q tile, whose rows only this warpgroup's wgmmas
+ * read, and they have completed), in the 128B-swizzled slab layout that TMA reads. Then every
+ * writer fences its generic-proxy stores against the async proxy (PTX ISA §9.7.13.4: without
+ * it the TMA may read stale shared memory), the warpgroup's 128 threads meet, and one thread
+ * stores the 64 × head_dim box, one TMA per 64-column slab; rows past seqlen_q lie outside the
+ * tensor map and are dropped (a varlen batch: see rows_in below). lse_head_stride: the LSE's
+ * elements from one head to the next (seqlen_q; total_q in a varlen batch).
  */
-template <class Cfg, class Element>
+template <class Cfg, class Element, bool kVarlen>
 __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
-                                         SharedStorage<Cfg> &smem, float (&acc_o)[Cfg::kAccO],
-                                         const SoftmaxState &sm)
+                                         int lse_head_stride, SharedStorage<Cfg> &smem,
+                                         float (&acc_o)[Cfg::kAccO], const SoftmaxState &sm)
 {
     float lse[2];
     softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
@@ -838,47 +967,74 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     }
     fx_fence_proxy_async_smem();
     fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
-    if (warp_in_wg == 0 && lane == 0) {
-        const uint32_t sStage = fx_smem_addr(kSeparateO<Cfg> ? smem.o : smem.q);
+    // This warpgroup's rows of the tile that lie in the sequence. TMA drops the rows past the
+    // end of the tensor, not past the end of a sequence: in a varlen batch the rows after a
+    // sequence's last are the next sequence's, so a box that reaches past it is stored by the
+    // warpgroup's threads, 16 bytes each, from the staged tile.
+    const int wg_row0 = c.m_block * Cfg::kBlockM + c.consumer * kWgmmaM;  // in the sequence
+    const int rows_in = c.seqlen_q - wg_row0;
+    if (!kVarlen || rows_in >= kWgmmaM) {
+        if (warp_in_wg == 0 && lane == 0) {
+            const uint32_t sStage = fx_smem_addr(kSeparateO<Cfg> ? smem.o : smem.q);
 #pragma unroll
-        for (int s = 0; s < Cfg::kSlabs; ++s)
-            fx_tma_store_4d(
-                &p.tma_o,
-                sStage + (uint32_t)(s * Cfg::kSlabQBytes + c.consumer * kWgmmaM * kSlabRowBytes),
-                s * kSlabCols, c.head, c.m_block * Cfg::kBlockM + c.consumer * kWgmmaM, c.batch);
-        fx_tma_store_commit();
+            for (int s = 0; s < Cfg::kSlabs; ++s)
+                fx_tma_store_4d(&p.tma_o,
+                                sStage + (uint32_t)(s * Cfg::kSlabQBytes +
+                                                    c.consumer * kWgmmaM * kSlabRowBytes),
+                                s * kSlabCols, c.head, c.q_row0 + wg_row0, c.batch);
+            fx_tma_store_commit();
+            if (!kSeparateO<Cfg>) {
+                // The smem must outlive the reads (the CTA may exit next), and the Q tile is
+                // then free for the next tile's Q (the producer waits for every consumer).
+                fx_tma_store_wait_read<0>();
+                fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
+            }  // else: the next epilogue, or the kernel's end, waits for the reads
+        }
+    } else {
+        constexpr int kChunksPerRow = Cfg::kHeadDim / kChunkElems;
+        Element *O = static_cast<Element *>(p.o) + c.batch * p.o_batch_stride +
+                     c.head * p.o_head_stride + (int64_t)(c.q_row0 + wg_row0) * p.o_row_stride;
+        for (int i = tid % kWarpgroupThreads; i < rows_in * kChunksPerRow; i += kWarpgroupThreads) {
+            const int r = i / kChunksPerRow, col_bytes = (i % kChunksPerRow) * kChunkBytes;
+            const uint32_t off = (uint32_t)((col_bytes / kSlabRowBytes) * Cfg::kSlabQBytes) +
+                                 fx_swizzle128_offset((uint32_t)(c.consumer * kWgmmaM + r),
+                                                      (uint32_t)(col_bytes % kSlabRowBytes));
+            *reinterpret_cast<uint4 *>(O + (int64_t)r * p.o_row_stride + col_bytes / kElemBytes) =
+                *reinterpret_cast<const uint4 *>(sO + off);
+        }
         if (!kSeparateO<Cfg>) {
-            // The smem must outlive the reads (the CTA may exit next), and the Q tile is then
-            // free for the next tile's Q (the producer waits for every consumer).
-            fx_tma_store_wait_read<0>();
-            fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
-        }  // else: the next epilogue, or the kernel's end, waits for the reads
+            // Every thread's reads of the Q tile are done before it is given back.
+            fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
+            if (warp_in_wg == 0 && lane == 0)
+                fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
+        }  // else: the next epilogue's barrier orders these reads before its writes
     }
     if (t == 0) {
-        float *LSE = p.lse + ((int64_t)c.batch * p.heads_q + c.head) * p.seqlen_q;
+        float *LSE = p.lse + ((int64_t)c.batch * p.heads_q + c.head) * lse_head_stride + c.q_row0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int row = c.row0 + 8 * h;
-            if (row < p.seqlen_q)
+            if (row < c.seqlen_q)
                 LSE[row] = lse[h];
         }
     }
 }
 
-/* A causal Q block whose rows all see no key (seqlen_q > seqlen_k): O = 0, LSE = -inf,
+/* A Q block whose rows all see no key (causal with seqlen_q > seqlen_k, or a sequence of a
+ * varlen batch without keys): O = 0, LSE = -inf,
  * written by the consumer threads (ctid of kNumConsumers · 128) in 16-byte chunks; nothing is
  * loaded for it. */
 template <class Cfg, class Element>
-__device__ __forceinline__ void write_empty_block(const FwdParams &p, Tile tile, int ctid)
+__device__ __forceinline__ void write_empty_block(const FwdParams &p, int lse_head_stride,
+                                                  Tile tile, int ctid)
 {
     constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
     constexpr int kThreads = Cfg::kNumConsumers * kWarpgroupThreads;
+    const int row0 = tile.q_row0 + tile.m_block * Cfg::kBlockM;
     Element *O = static_cast<Element *>(p.o) + tile.batch * p.o_batch_stride +
-                 tile.head * p.o_head_stride +
-                 (int64_t)tile.m_block * Cfg::kBlockM * p.o_row_stride;
-    float *LSE = p.lse + ((int64_t)tile.batch * p.heads_q + tile.head) * p.seqlen_q +
-                 (int64_t)tile.m_block * Cfg::kBlockM;
-    const int rows = min(Cfg::kBlockM, p.seqlen_q - tile.m_block * Cfg::kBlockM);
+                 tile.head * p.o_head_stride + (int64_t)row0 * p.o_row_stride;
+    float *LSE = p.lse + ((int64_t)tile.batch * p.heads_q + tile.head) * lse_head_stride + row0;
+    const int rows = min(Cfg::kBlockM, tile.seqlen_q - tile.m_block * Cfg::kBlockM);
     for (int idx = ctid; idx < rows * kChunks; idx += kThreads) {
         const int row = idx / kChunks, chunk = idx % kChunks;
         *reinterpret_cast<uint4 *>(O + row * p.o_row_stride + chunk * kChunkElems) =
@@ -892,9 +1048,16 @@ __device__ __forceinline__ void write_empty_block(const FwdParams &p, Tile tile,
 /* ---------------------------------------------------------------------------------
  * The kernel: at most one CTA per SM, each looping over its tiles (tile_at); warpgroup 0
  * produces (TMA), warpgroups 1..kNumConsumers consume 64 rows of each Q block.
+ *
+ * Grid: min(SMs, tiles) CTAs (launch_persistent) of Cfg::kNThreads threads and
+ * kSmemBytes<Cfg> bytes of dynamic shared memory. p: the tensor maps of Q, K, V and O
+ * ([batch, seqlen, heads, head_dim], or the packed varlen tensors as batch 1) and the
+ * softmax's constants; sched: the tile order, the counter (dynamic) and the varlen arrays
+ * (kVarlen). Writes O (p.tma_o, or plain stores for the rows a box may not reach) and the LSE
+ * (fp32, natural log; [batch, heads_q, seqlen_q], varlen [heads_q, total_q]).
  * ------------------------------------------------------------------------------ */
 
-template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
+template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap, bool kVarlen>
 __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     fwd_kernel(const __grid_constant__ FwdParams p, const SchedParams sched)
 {
@@ -933,11 +1096,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
             int loaded = 0, tile_count = 0, handed = 0;
             for (int idx = blockIdx.x;; idx = next_tile(sched, idx)) {
                 publish_tile(smem, handed, idx);  // num_tiles and past: the end
-                if (idx >= sched.num_tiles)
+                if (idx >= num_tiles<kVarlen>(sched))
                     break;
-                const Tile tile = tile_at(sched, p.heads_q, idx);
+                const Tile tile = tile_at<Cfg, kVarlen>(p, sched, idx);
                 const BlockRange range =
-                    block_range<Cfg, kCausal>(tile.m_block, p.seqlen_q, p.seqlen_k);
+                    block_range<Cfg, kCausal>(tile.m_block, tile.seqlen_q, tile.seqlen_k);
                 if (range.n_block_max == 0)  // the consumers write it; nothing to load
                     continue;
                 producer_tile<Cfg>(p, smem, write, loaded, tile_count, range.n_block_max, tile,
@@ -960,12 +1123,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         int handed = counts & 3;
         const int idx = consumer_next_tile(smem, handed);
         counts = (counts & ~3) | (handed & 3);
-        if (idx >= sched.num_tiles)
+        if (idx >= num_tiles<kVarlen>(sched))
             break;
-        const Tile tile = tile_at(sched, p.heads_q, idx);
-        const BlockRange range = block_range<Cfg, kCausal>(tile.m_block, p.seqlen_q, p.seqlen_k);
+        const Tile tile = tile_at<Cfg, kVarlen>(p, sched, idx);
+        const BlockRange range =
+            block_range<Cfg, kCausal>(tile.m_block, tile.seqlen_q, tile.seqlen_k);
         if (range.n_block_max == 0) {
-            write_empty_block<Cfg, Element>(p, tile, tid - kWarpgroupThreads);
+            write_empty_block<Cfg, Element>(p, kVarlen ? sched.total_q : p.seqlen_q, tile,
+                                            tid - kWarpgroupThreads);
             continue;
         }
         // Blocks run from n_block_max − 1 down to 0, the masked ones first; iteration `it`
@@ -1020,8 +1185,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         }
         mainloop_turn<Cfg, Element, kCausal, false, false, true, kPingpong, kOverlap>(
             c, smem, read, prev, 0, acc_s, acc_o, p_frag, sm);
-        // With O staged apart, Q is free once this warpgroup's last S GEMM has completed
-        // (the turn before waited for it): the next Q loads during the epilogue.
+        // With O staged apart, Q is free after this warpgroup's last turn: its last S GEMM,
+        // in the turn before, has completed. The next Q loads during the epilogue.
         if (kSeparateO<Cfg> && threadIdx.x % kWarpgroupThreads == 0)  // the storing thread
             fx_mbarrier_arrive(fx_smem_addr(&smem.q_empty));
 
@@ -1032,8 +1197,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         asm volatile("" : "+r"(idx_e), "+r"(tid_e));
         const ConsumerCtx ce =
             make_consumer_ctx<Cfg>(p, warpgroup - 1, (tid_e / kWarpSize) % kWarpsPerWarpgroup,
-                                   tid_e % kWarpSize, tile_at(sched, p.heads_q, idx_e));
-        epilogue<Cfg, Element>(ce, p, smem, acc_o, sm);
+                                   tid_e % kWarpSize, tile_at<Cfg, kVarlen>(p, sched, idx_e));
+        epilogue<Cfg, Element, kVarlen>(ce, p, kVarlen ? sched.total_q : p.seqlen_q, smem, acc_o,
+                                        sm);
         counts ^= 4;
     }
     // The last TMA store of O must have read the staging tile before the CTA's shared
@@ -1046,13 +1212,28 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
  * Host launcher
  * ------------------------------------------------------------------------------ */
 
+/* An environment variable's value for a message: quoted, and cut to 32 characters with "..."
+ * after, so a long or garbled value cannot swamp it. */
+struct EnvQuote {
+    char text[48];
+};
+
+EnvQuote env_quote(const char *v)
+{
+    EnvQuote q;
+    const size_t n = strlen(v);
+    snprintf(q.text, sizeof q.text, "\"%.32s%s\"", v, n > 32 ? "..." : "");
+    return q;
+}
+
 /* The ablation of the FA3 paper's Table 2, chosen by the environment variable FX_ABLATION
  * (unset or "none": the full schedule). Built for head_dim 128 only. */
 enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblationNeither };
 
-/* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value or
- * a head_dim the variants were not built for. */
-int ablation_parse(int head_dim, char *why, size_t why_len)
+/* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value, a
+ * head_dim the variants were not built for, or a variable-length batch (they are built for
+ * fixed-length batches only). */
+int ablation_parse(int head_dim, bool varlen, char *why, size_t why_len)
 {
     const char *v = getenv("FX_ABLATION");
     if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
@@ -1066,12 +1247,18 @@ int ablation_parse(int head_dim, char *why, size_t why_len)
         mode = kAblationNeither;
     if (mode < 0) {
         snprintf(why, why_len,
-                 "FX_ABLATION=%s is not one of none, no-pingpong, no-overlap, neither", v);
+                 "FX_ABLATION=%s is not one of none, no-pingpong, no-overlap, neither",
+                 env_quote(v).text);
         return -1;
     }
     if (head_dim != 128) {
-        snprintf(why, why_len, "FX_ABLATION=%s is built for head_dim 128 only (got %d)", v,
-                 head_dim);
+        snprintf(why, why_len, "FX_ABLATION=%s is built for head_dim 128 only (got %d)",
+                 env_quote(v).text, head_dim);
+        return -1;
+    }
+    if (varlen) {
+        snprintf(why, why_len, "FX_ABLATION=%s is built for fixed-length batches only",
+                 env_quote(v).text);
         return -1;
     }
     return mode;
@@ -1106,17 +1293,20 @@ struct SchedChoice {
     SchedOrder order;
 };
 
-/* False, with the reason in `why`, for a value that is none of those named. */
-bool sched_choice(SchedChoice *c, bool causal, char *why, size_t why_len)
+/* False, with the reason in `why`, for a value that is none of those named, or an order other
+ * than m-fastest for a variable-length batch (its order is sequence by sequence,
+ * tile_at_varlen: one sequence's heads m-fastest). */
+bool sched_choice(SchedChoice *c, bool causal, bool varlen, char *why, size_t why_len)
 {
     const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
     c->dynamic = true;
-    c->order = causal ? kOrderL2 : kOrderMFastest;
+    c->order = causal && !varlen ? kOrderL2 : kOrderMFastest;
     if (f && f[0]) {
         if (strcmp(f, "dynamic") == 0 || strcmp(f, "static") == 0) {
             c->dynamic = strcmp(f, "dynamic") == 0;
         } else {
-            snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static", f);
+            snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static",
+                     env_quote(f).text);
             return false;
         }
     }
@@ -1128,15 +1318,31 @@ bool sched_choice(SchedChoice *c, bool causal, char *why, size_t why_len)
         } else if (strcmp(o, "m-fastest") == 0) {
             c->order = kOrderMFastest;
         } else {
-            snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt, m-fastest", o);
+            snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt, m-fastest",
+                     env_quote(o).text);
+            return false;
+        }
+        if (varlen && c->order != kOrderMFastest) {
+            snprintf(why, why_len,
+                     "FX_SCHED_ORDER=%s does not apply to a variable-length batch (its order is "
+                     "m-fastest, sequence by sequence)",
+                     env_quote(o).text);
             return false;
         }
     }
     return true;
 }
 
+/* The workspace of one call (FX_ENTRY(fwd_workspace_bytes)): ints, the tile counter first. */
+size_t workspace_bytes(const fx_problem *pr)
+{
+    return sizeof(int) * (1 + (pr->varlen ? (size_t)pr->batch + 1 : 0));
+}
+
 /* Launches `kernel` persistently: min(SMs, tiles) CTAs of Cfg's tile (one fits an SM: the
- * launch bounds and the shared memory say so), each looping over its tiles. */
+ * launch bounds and the shared memory say so), each looping over its tiles. A varlen batch
+ * first runs varlen_prepare_kernel in the same stream (the tiles' positions, the counter);
+ * its number of tiles is known only on the device, so the grid is min(SMs, a bound of it). */
 template <class Cfg, class Kernel>
 cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_args *a)
 {
@@ -1151,12 +1357,13 @@ cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_ar
         return err;
     const fx_problem *pr = a->p;
     SchedParams s;
+    memset(&s, 0, sizeof s);
     s.num_m_blocks = (pr->seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
     s.num_bh = pr->batch * pr->heads_q;
     s.num_tiles = s.num_m_blocks * s.num_bh;
     SchedChoice choice;
-    char why[160];
-    if (!sched_choice(&choice, pr->causal, why, sizeof why)) {  // check_problem skipped
+    char why[200];
+    if (!sched_choice(&choice, pr->causal, pr->varlen, why, sizeof why)) {  // check_problem skipped
         fx_error("%s", why);
         return cudaErrorInvalidValue;
     }
@@ -1164,84 +1371,147 @@ cudaError_t launch_persistent(Kernel kernel, const FwdParams &p, const fx_fwd_ar
                 : choice.order == kOrderLpt ? s.num_bh
                                             : 1;
     s.counter = nullptr;
-    if (choice.dynamic) {
-        // The tile counter: the call's workspace (FX_ENTRY(fwd_workspace_bytes)), zeroed in
-        // the call's stream before the kernel reads it (one 4-byte memset per call).
-        if (!a->workspace || a->workspace_bytes < sizeof(int)) {
-            fx_error("the dynamic tile scheduler needs a workspace of %zu bytes", sizeof(int));
+    const size_t need = workspace_bytes(pr);
+    if (need > 0 && (!a->workspace || a->workspace_bytes < need)) {
+        fx_error("the tile scheduler needs a workspace of %zu bytes (got %zu)", need,
+                 a->workspace ? a->workspace_bytes : (size_t)0);
+        return cudaErrorInvalidValue;
+    }
+    int *ws = static_cast<int *>(a->workspace);
+    if (choice.dynamic)
+        s.counter = ws;  // the tile counter (workspace_bytes)
+    int64_t tiles_bound = s.num_tiles;
+    if (pr->varlen) {
+        if (!a->cu_seqlens_q || !a->cu_seqlens_k) {
+            fx_error("a variable-length batch needs the device copies of cu_seqlens_q and "
+                     "cu_seqlens_k");
             return cudaErrorInvalidValue;
         }
-        s.counter = static_cast<int *>(a->workspace);
+        s.cu_seqlens_q = a->cu_seqlens_q;
+        s.cu_seqlens_k = a->cu_seqlens_k;
+        s.seqused_k = a->seqused_k;
+        int *tile_start = ws + 1;  // written by the prepare kernel, read-only in the main one
+        s.tile_start = tile_start;
+        s.batch = pr->batch;
+        s.total_q = pr->total_q;
+        // Each sequence has at most seqlen_q(b) / kBlockM + 1 Q blocks.
+        tiles_bound = (int64_t)pr->heads_q * (pr->total_q / Cfg::kBlockM + pr->batch);
+        const int threads = (pr->batch + kWarpSize - 1) / kWarpSize * kWarpSize;
+        varlen_prepare_kernel<<<1, threads, 0, a->stream>>>(a->cu_seqlens_q, pr->batch, pr->heads_q,
+                                                            Cfg::kBlockM, tile_start, s.counter);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    } else if (s.counter) {
+        // Zeroed in the call's stream before the kernel reads it (one 4-byte memset per call).
         if ((err = cudaMemsetAsync(s.counter, 0, sizeof(int), a->stream)) != cudaSuccess)
             return err;
     }
-    const int grid = s.num_tiles < sms ? s.num_tiles : sms;
+    const int grid = tiles_bound < sms ? (int)tiles_bound : sms;
     kernel<<<grid, Cfg::kNThreads, (size_t)kSmemBytes<Cfg>, a->stream>>>(p, s);
     return cudaGetLastError();
 }
 
-template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap>
+/* One forward call with the kernel of these template arguments: the kernel's parameters from
+ * `a` (fx_stage.h), then launch_persistent. Returns cudaErrorInvalidValue (reason printed) when
+ * a tensor map cannot be encoded, else the launch's error; a varlen batch without query rows
+ * launches nothing and returns cudaSuccess. */
+template <class Cfg, class Element, bool kCausal, bool kPingpong, bool kOverlap, bool kVarlen>
 cudaError_t launch(const fx_fwd_args *a)
 {
     FwdParams p;
-    if (!make_fwd_params(&p, a, Cfg::kBlockM, Cfg::kBlockN))
-        return cudaErrorInvalidValue;
-    return launch_persistent<Cfg>(fwd_kernel<Cfg, Element, kCausal, kPingpong, kOverlap>, p, a);
+    if (!kVarlen) {
+        if (!make_fwd_params(&p, a, Cfg::kBlockM, Cfg::kBlockN))
+            return cudaErrorInvalidValue;
+    } else {
+        // The packed tensors are the fixed-length layout with batch 1 and seqlen total_q
+        // (total_k): their tensor maps are made as such, and a tile's rows are offset into
+        // them (Tile::q_row0, k_row0). A map needs a dimension of at least 1: with no key in
+        // the batch no K/V block is ever loaded, so K's and V's maps are never read.
+        if (a->p->total_q == 0)
+            return cudaSuccess;  // no query row: nothing to compute, nothing to write
+        fx_problem flat = *a->p;
+        flat.varlen = false;
+        flat.batch = 1;
+        flat.seqlen_q = a->p->total_q;
+        flat.seqlen_k = a->p->total_k > 0 ? a->p->total_k : 1;
+        fx_fwd_args fa = *a;
+        fa.p = &flat;
+        fa.q_layout.batch_stride = fa.q_layout.row_stride * flat.seqlen_q;
+        fa.o_layout.batch_stride = fa.o_layout.row_stride * flat.seqlen_q;
+        fa.k_layout.batch_stride = fa.k_layout.row_stride * flat.seqlen_k;
+        fa.v_layout.batch_stride = fa.v_layout.row_stride * flat.seqlen_k;
+        if (!make_fwd_params(&p, &fa, Cfg::kBlockM, Cfg::kBlockN))
+            return cudaErrorInvalidValue;
+    }
+    return launch_persistent<Cfg>(fwd_kernel<Cfg, Element, kCausal, kPingpong, kOverlap, kVarlen>,
+                                  p, a);
 }
 
+/* The launcher dispatch_forward calls for one tile, element type and mask: picks the schedule
+ * FX_ABLATION asks for (head_dim 128) and the varlen kernel. Returns cudaErrorInvalidValue
+ * (reason printed) for an FX_ABLATION the descriptor's check_problem would have refused, else
+ * launch's result. */
 template <class Cfg, class Element, bool kCausal>
 struct Launch {
     static cudaError_t run(const fx_fwd_args *a)
     {
         char why[160];
-        const int mode = ablation_parse(Cfg::kHeadDim, why, sizeof why);
+        const int mode = ablation_parse(Cfg::kHeadDim, a->p->varlen, why, sizeof why);
         if (mode < 0) {  // a caller that skipped the descriptor's check_problem
             fx_error("%s", why);
             return cudaErrorInvalidValue;
         }
+        if (a->p->varlen)
+            return launch<Cfg, Element, kCausal, true, true, true>(a);
         if constexpr (Cfg::kHeadDim == 128) {
             switch (mode) {
-            case kAblationNoPingpong: return launch<Cfg, Element, kCausal, false, true>(a);
-            case kAblationNoOverlap: return launch<Cfg, Element, kCausal, true, false>(a);
-            case kAblationNeither: return launch<Cfg, Element, kCausal, false, false>(a);
+            case kAblationNoPingpong: return launch<Cfg, Element, kCausal, false, true, false>(a);
+            case kAblationNoOverlap: return launch<Cfg, Element, kCausal, true, false, false>(a);
+            case kAblationNeither: return launch<Cfg, Element, kCausal, false, false, false>(a);
             default: break;
             }
         }
-        return launch<Cfg, Element, kCausal, true, true>(a);
+        return launch<Cfg, Element, kCausal, true, true, false>(a);
     }
 };
 
 }  // namespace
 
-/* The stage's entry points (stage.c): the forward of fx_stage.h, and the dynamic shared
- * memory one CTA needs at head_dim (0: not built). */
+/* The stage's forward (fx_stage.h's contract; stage.c's descriptor): enqueues it on a->stream.
+ * Returns cudaErrorMisalignedAddress for an O whose rows are not 16-byte aligned,
+ * cudaErrorInvalidValue for a head_dim or dtype not built, a tensor map that cannot be encoded,
+ * a workspace smaller than FX_ENTRY(fwd_workspace_bytes) or a scheduler choice that
+ * check_problem refuses (each with its reason printed), else the launch's error. */
 extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
 }
 
-/* The forward's device workspace: the dynamic scheduler's tile counter (one int). */
+/* The forward's device workspace: the dynamic scheduler's tile counter (one int), then for a
+ * variable-length batch the positions of its sequences' tiles (batch + 1 ints,
+ * varlen_prepare_kernel). */
 extern "C" size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward)
 {
-    (void)p;
-    return backward ? 0 : sizeof(int);
+    return backward ? 0 : workspace_bytes(p);
 }
 
+/* The dynamic shared memory (bytes) one CTA needs at head_dim; 0 for a head_dim not built. */
 extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
     return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
                           kSmemBytes<ConfigD256>);
 }
 
-/* For stage.c's check_problem: 0, or 2 with the reason, before any input is made. */
-extern "C" int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len)
+/* For stage.c's check_problem: 0, or 2 with the reason (FX_ABLATION), before any input is
+ * made. */
+extern "C" int FX_ENTRY(fwd_check_ablation)(const fx_problem *p, char *why, size_t why_len)
 {
-    return ablation_parse(head_dim, why, why_len) < 0 ? 2 : 0;
+    return ablation_parse(p->head_dim, p->varlen, why, why_len) < 0 ? 2 : 0;
 }
 
 /* For stage.c's check_problem: 0, or 2 with the reason (FX_SCHEDULER, FX_SCHED_ORDER). */
-extern "C" int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len)
+extern "C" int FX_ENTRY(fwd_check_scheduler)(const fx_problem *p, char *why, size_t why_len)
 {
     SchedChoice c;
-    return sched_choice(&c, false, why, why_len) ? 0 : 2;
+    return sched_choice(&c, p->causal, p->varlen, why, why_len) ? 0 : 2;
 }

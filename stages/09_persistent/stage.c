@@ -11,14 +11,14 @@
 cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a);
 size_t FX_ENTRY(fwd_smem_bytes)(int head_dim);
 size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward);
-int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len);
-int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len);
+int FX_ENTRY(fwd_check_ablation)(const fx_problem *p, char *why, size_t why_len);
+int FX_ENTRY(fwd_check_scheduler)(const fx_problem *p, char *why, size_t why_len);
 
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
-    if (FX_ENTRY(fwd_check_ablation)(p->head_dim, why, why_len) ||
-        FX_ENTRY(fwd_check_scheduler)(why, why_len))
+    if (FX_ENTRY(fwd_check_ablation)(p, why, why_len) ||
+        FX_ENTRY(fwd_check_scheduler)(p, why, why_len))
         return 2;
     /* One CTA per SM loops over the tiles: no grid dimension limits heads_q or batch. */
     return fx_check_smem_optin(FX_ENTRY(fwd_smem_bytes)(p->head_dim), p->head_dim,
