@@ -143,7 +143,7 @@ int fx_check_smem_optin(size_t needed, int head_dim, const char *what, char *why
  * K/V ring). 0, 2 or 77 with the reason in `why`, as those two. Needs no GPU. */
 int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_t why_len);
 
-/* The capabilities every Hopper forward stage (04-08) has: head_dim 64/128/256 (whole
+/* The capabilities every Hopper forward stage (04-09) has: head_dim 64/128/256 (whole
  * 64-column slabs: one 128B-swizzled TMA box each, and from stage 05 one wgmma atom), bf16
  * and fp16, causal, GQA/MQA, no backward (stage 03 has the FA2 one, stage 11 will have
  * Hopper's), sm_90a only (the stages are built for it: TMA from 04, wgmma and setmaxnreg from
