@@ -14,9 +14,24 @@ size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backward);
 int FX_ENTRY(fwd_check_ablation)(int head_dim, char *why, size_t why_len);
 int FX_ENTRY(fwd_check_scheduler)(char *why, size_t why_len);
 
+/* The settings fwd.cu reads from the environment and the values it knows (its ablation_parse
+ * and sched_choice), checked here first so that an unknown value is refused with the value
+ * quoted and cut (fx_env_choice) before fwd.cu's own check, whose message does not quote it
+ * yet. A value added in fwd.cu must be added here. */
+static const char *const kAblations[] = {"none", "no-pingpong", "no-overlap", "neither"};
+static const char *const kSchedulers[] = {"dynamic", "static"};
+static const char *const kSchedOrders[] = {"l2", "lpt", "m-fastest"};
+#define FX_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 static int check_problem(const fx_problem *p, bool backward, char *why, size_t why_len)
 {
     (void)backward; /* caps.backward is false: the harness refuses --bwd before this */
+    if (fx_env_choice("FX_ABLATION", kAblations, FX_COUNT(kAblations), 0, why, why_len) < 0)
+        return 2;
+    if (fx_env_choice("FX_SCHEDULER", kSchedulers, FX_COUNT(kSchedulers), 0, why, why_len) < 0)
+        return 2;
+    if (fx_env_choice("FX_SCHED_ORDER", kSchedOrders, FX_COUNT(kSchedOrders), 0, why, why_len) < 0)
+        return 2;
     if (FX_ENTRY(fwd_check_ablation)(p->head_dim, why, why_len) ||
         FX_ENTRY(fwd_check_scheduler)(why, why_len))
         return 2;
