@@ -53,7 +53,7 @@ for label in unit ptx gpu; do
     if [[ $label == gpu && $counts =~ ([0-9]+)\ skipped ]]; then gpu_skipped=${BASH_REMATCH[1]}; fi
 done
 # Why the gpu tests were skipped, in the programs' own words, one line per reason (a GPU
-# without sm_90a skips stages 04-08 only): each stage asked once on a tiny problem.
+# without sm_90a skips stages 04-09 only): each stage asked once on a tiny problem.
 if ((gpu_skipped > 0)); then
     declare -A reason_stages=()
     for bin in build/bin/stage_*; do

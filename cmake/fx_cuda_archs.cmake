@@ -6,8 +6,8 @@
 #         machine), a GPU below sm_80 or one this nvcc cannot build for: FX_CUDA_ARCHS_NO_GPU.
 #   all   FX_CUDA_ARCHS_ALL.
 #   else  the list as given (e.g. 86, or 80;90).
-# The Hopper stages (04-08) build for sm_90a whatever this says, and the ptx tests read
-# compiles of their own (cmake/fx_stage.cmake: sm_90 for 01-03, sm_90a for 04-08).
+# The Hopper stages (04-09) build for sm_90a whatever this says, and the ptx tests read
+# compiles of their own (cmake/fx_stage.cmake: sm_90 for 01-03, sm_90a for 04-09).
 
 # Compute capabilities ("90", "86") of this machine's GPUs into ${out}; ${how} says how
 # they were found, or why none was.

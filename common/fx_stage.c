@@ -2,6 +2,7 @@
  * fx_stage.c — capability checks shared by every stage program (fx_stage.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fx_gpu.h" /* FX_EXIT_NO_GPU */
@@ -119,4 +120,44 @@ int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_
         return 2;
     return fx_check_smem_optin(smem_bytes, p->head_dim, "Q and two stages of K and V", why,
                                why_len);
+}
+
+void fx_quote_value(const char *v, char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    char q[FX_QUOTE_MAX + 1];
+    size_t n = strlen(v), cut = n;
+    if (n > FX_QUOTE_MAX) {
+        cut = FX_QUOTE_MAX;
+        while (cut > 0 && ((unsigned char)v[cut] & 0xC0) == 0x80)  // not inside a character
+            --cut;
+    }
+    for (size_t i = 0; i < cut; ++i) {
+        const unsigned char ch = (unsigned char)v[i];
+        q[i] = ch < 0x20 || ch == 0x7F || ch == '"' ? '?' : (char)ch;
+    }
+    q[cut] = '\0';
+    snprintf(buf, len, "\"%s%s\"", q, cut < n ? "…" : "");
+}
+
+int fx_env_choice(const char *name, const char *const *values, int n, int unset, char *why,
+                  size_t why_len)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return unset;
+    for (int i = 0; i < n; ++i)
+        if (strcmp(v, values[i]) == 0)
+            return i;
+    char quoted[FX_QUOTE_MAX + 8], list[256];
+    fx_quote_value(v, quoted, sizeof quoted);
+    size_t off = 0;
+    list[0] = '\0';
+    for (int i = 0; i < n && off < sizeof list; ++i) {
+        const char *sep = i == 0 ? "" : i == n - 1 ? " or " : ", ";
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", sep, values[i]);
+    }
+    snprintf(why, why_len, "%s=%s is not %s", name, quoted, list);
+    return -1;
 }

@@ -147,7 +147,7 @@ int fx_check_smem_optin(size_t needed, int head_dim, const char *what, char *why
  * K/V ring). 0, 2 or 77 with the reason in `why`, as those two. Needs no GPU. */
 int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_t why_len);
 
-/* The capabilities every Hopper forward stage (04-08) has: head_dim 64/128/256 (whole
+/* The capabilities every Hopper forward stage (04-09) has: head_dim 64/128/256 (whole
  * 64-column slabs: one 128B-swizzled TMA box each, and from stage 05 one wgmma atom), bf16
  * and fp16, causal, GQA/MQA, no backward (stage 03 has the FA2 one, stage 11 will have
  * Hopper's), sm_90a only (the stages are built for it: TMA from 04, wgmma and setmaxnreg from
@@ -159,6 +159,20 @@ int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_
         .backward = false, .deterministic_backward = false, .min_sm = 90, .sm90a_only = true,      \
         .limits = (LIMITS),                                                                        \
     }
+
+/* The settings a stage reads from its environment (FX_ABLATION; stage 09's FX_SCHEDULER and
+ * FX_SCHED_ORDER): the index in values[0 .. n) of the value of the variable `name`, or
+ * `unset` when it is unset or empty. Any other value is -1, with the message
+ * `NAME="value" is not a, b or c` in `why` (the value as fx_quote_value writes it), so that
+ * a typo is refused (exit 2 from check_problem) instead of measuring the default. */
+int fx_env_choice(const char *name, const char *const *values, int n, int unset, char *why,
+                  size_t why_len);
+
+/* A value from the user (an environment variable's) for a message: in double quotes, cut
+ * after FX_QUOTE_MAX bytes (at a UTF-8 character's start) with "…" before the closing quote,
+ * control bytes and '"' written as '?'. Into buf (len bytes, truncated to fit). */
+#define FX_QUOTE_MAX 32
+void fx_quote_value(const char *v, char *buf, size_t len);
 
 /* Writes the capabilities into buf (len bytes, truncated to fit) as --help prints them,
  * one "  key:      value" line each; scripts/gen_readme_stages.sh parses those lines. */

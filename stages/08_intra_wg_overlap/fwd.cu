@@ -838,28 +838,17 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
  * (unset or "none": the full schedule). Built for head_dim 128 only. */
 enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblationNeither };
 
-/* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value or
- * a head_dim the variants were not built for. */
+/* The ablation FX_ABLATION asks for, or -1 with the reason in `why` for an unknown value
+ * (fx_env_choice quotes it) or a head_dim the variants were not built for. */
 int ablation_parse(int head_dim, char *why, size_t why_len)
 {
-    const char *v = getenv("FX_ABLATION");
-    if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
-        return kAblationNone;
-    int mode = -1;
-    if (strcmp(v, "no-pingpong") == 0)
-        mode = kAblationNoPingpong;
-    else if (strcmp(v, "no-overlap") == 0)
-        mode = kAblationNoOverlap;
-    else if (strcmp(v, "neither") == 0)
-        mode = kAblationNeither;
-    if (mode < 0) {
-        snprintf(why, why_len,
-                 "FX_ABLATION=%s is not one of none, no-pingpong, no-overlap, neither", v);
-        return -1;
-    }
-    if (head_dim != 128) {
-        snprintf(why, why_len, "FX_ABLATION=%s is built for head_dim 128 only (got %d)", v,
-                 head_dim);
+    // In the order of enum Ablation.
+    static const char *const kNames[] = {"none", "no-pingpong", "no-overlap", "neither"};
+    const int mode = fx_env_choice("FX_ABLATION", kNames, (int)(sizeof kNames / sizeof kNames[0]),
+                                   kAblationNone, why, why_len);
+    if (mode > kAblationNone && head_dim != 128) {
+        snprintf(why, why_len, "FX_ABLATION=\"%s\" is built for head_dim 128 only (got %d)",
+                 kNames[mode], head_dim);
         return -1;
     }
     return mode;

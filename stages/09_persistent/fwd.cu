@@ -304,10 +304,10 @@ __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int
  * b + 2·gridDim.x, .. (static round-robin) or the next position no CTA has taken yet (an
  * atomic counter: dynamic). The producer decides and hands each position to the consumers
  * through shared memory (publish_tile, consumer_next_tile). The order, as FA3's LPT
- * scheduler: the (batch, head) pairs in sections of `section` pairs whose K and V fit the L2
- * together (the host sizes them), a section's tiles before the next section's; inside a
- * section the Q blocks from the last to the first, the section's pairs side by side at
- * each. With causal masking the last Q block sees the most keys, so the longest tiles go
+ * scheduler: the (batch, head) pairs in sections of `section` pairs (causal: as many as
+ * have their K and V in the L2 together, sized by the host; else one pair, m-fastest), a
+ * section's tiles before the next section's; inside a section the Q blocks from the last to
+ * the first, the section's pairs side by side at each. With causal masking the last Q block sees the most keys, so the longest tiles go
  * first and the short ones fill the end of the launch (with the dynamic fetch: round-robin
  * over a sorted order is not balanced, docs/09); the CTAs running at one time read the K
  * and V of one section, which stay in the L2.
@@ -1212,20 +1212,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
  * Host launcher
  * ------------------------------------------------------------------------------ */
 
-/* An environment variable's value for a message: quoted, and cut to 32 characters with "..."
- * after, so a long or garbled value cannot swamp it. */
-struct EnvQuote {
-    char text[48];
-};
-
-EnvQuote env_quote(const char *v)
-{
-    EnvQuote q;
-    const size_t n = strlen(v);
-    snprintf(q.text, sizeof q.text, "\"%.32s%s\"", v, n > 32 ? "..." : "");
-    return q;
-}
-
 /* The ablation of the FA3 paper's Table 2, chosen by the environment variable FX_ABLATION
  * (unset or "none": the full schedule). Built for head_dim 128 only. */
 enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblationNeither };
@@ -1235,30 +1221,18 @@ enum Ablation { kAblationNone, kAblationNoPingpong, kAblationNoOverlap, kAblatio
  * fixed-length batches only). */
 int ablation_parse(int head_dim, bool varlen, char *why, size_t why_len)
 {
-    const char *v = getenv("FX_ABLATION");
-    if (v == NULL || v[0] == '\0' || strcmp(v, "none") == 0)
-        return kAblationNone;
-    int mode = -1;
-    if (strcmp(v, "no-pingpong") == 0)
-        mode = kAblationNoPingpong;
-    else if (strcmp(v, "no-overlap") == 0)
-        mode = kAblationNoOverlap;
-    else if (strcmp(v, "neither") == 0)
-        mode = kAblationNeither;
-    if (mode < 0) {
-        snprintf(why, why_len,
-                 "FX_ABLATION=%s is not one of none, no-pingpong, no-overlap, neither",
-                 env_quote(v).text);
+    // In the order of enum Ablation.
+    static const char *const kNames[] = {"none", "no-pingpong", "no-overlap", "neither"};
+    const int mode = fx_env_choice("FX_ABLATION", kNames, (int)(sizeof kNames / sizeof kNames[0]),
+                                   kAblationNone, why, why_len);
+    if (mode > kAblationNone && head_dim != 128) {
+        snprintf(why, why_len, "FX_ABLATION=\"%s\" is built for head_dim 128 only (got %d)",
+                 kNames[mode], head_dim);
         return -1;
     }
-    if (head_dim != 128) {
-        snprintf(why, why_len, "FX_ABLATION=%s is built for head_dim 128 only (got %d)",
-                 env_quote(v).text, head_dim);
-        return -1;
-    }
-    if (varlen) {
-        snprintf(why, why_len, "FX_ABLATION=%s is built for fixed-length batches only",
-                 env_quote(v).text);
+    if (mode > kAblationNone && varlen) {
+        snprintf(why, why_len, "FX_ABLATION=\"%s\" is built for fixed-length batches only",
+                 kNames[mode]);
         return -1;
     }
     return mode;
@@ -1280,12 +1254,12 @@ int section_pairs(const fx_problem *pr, int l2_bytes)
 
 /* The scheduler, from the environment (for measuring one against another). The default
  * (docs/09, "Measured"): the dynamic fetch always (it beat the static round-robin with the
- * mask and without, where FA3 takes the static one), over L2 sections longest first when
- * causal (tiles differ in length), over one (batch, head) at a time when not (tiles alike;
- * consecutive tiles read the same K and V).
+ * mask and without, where FA3 takes the static one), over L2 sections when causal (tiles
+ * differ in length: longest first), over one (batch, head) at a time when not (tiles alike;
+ * consecutive tiles read the same K and V). A varlen batch: m-fastest, sequence by sequence.
  *   FX_SCHEDULER=dynamic|static
- *   FX_SCHED_ORDER=l2 (sections sized to the L2) | lpt (one section: the whole launch
- *                  longest first) | m-fastest (sections of one pair) */
+ *   FX_SCHED_ORDER=l2 (sections sized to the L2) | lpt (one section: the whole launch, which
+ *                  with the mask is longest first) | m-fastest (sections of one pair) */
 enum SchedOrder { kOrderL2, kOrderLpt, kOrderMFastest };
 
 struct SchedChoice {
@@ -1298,38 +1272,24 @@ struct SchedChoice {
  * tile_at_varlen: one sequence's heads m-fastest). */
 bool sched_choice(SchedChoice *c, bool causal, bool varlen, char *why, size_t why_len)
 {
-    const char *f = getenv("FX_SCHEDULER"), *o = getenv("FX_SCHED_ORDER");
-    c->dynamic = true;
-    c->order = causal && !varlen ? kOrderL2 : kOrderMFastest;
-    if (f && f[0]) {
-        if (strcmp(f, "dynamic") == 0 || strcmp(f, "static") == 0) {
-            c->dynamic = strcmp(f, "dynamic") == 0;
-        } else {
-            snprintf(why, why_len, "FX_SCHEDULER=%s is not one of dynamic, static",
-                     env_quote(f).text);
-            return false;
-        }
+    static const char *const kSchedulers[] = {"dynamic", "static"};
+    static const char *const kOrders[] = {"l2", "lpt", "m-fastest"};  // in enum SchedOrder order
+    const int scheduler = fx_env_choice("FX_SCHEDULER", kSchedulers, 2, 0, why, why_len);
+    if (scheduler < 0)
+        return false;
+    const int order = fx_env_choice("FX_SCHED_ORDER", kOrders, 3,
+                                    causal && !varlen ? kOrderL2 : kOrderMFastest, why, why_len);
+    if (order < 0)
+        return false;
+    if (varlen && order != kOrderMFastest) {
+        snprintf(why, why_len,
+                 "FX_SCHED_ORDER=\"%s\" does not apply to a variable-length batch (its order is "
+                 "m-fastest, sequence by sequence)",
+                 kOrders[order]);
+        return false;
     }
-    if (o && o[0]) {
-        if (strcmp(o, "l2") == 0) {
-            c->order = kOrderL2;
-        } else if (strcmp(o, "lpt") == 0) {
-            c->order = kOrderLpt;
-        } else if (strcmp(o, "m-fastest") == 0) {
-            c->order = kOrderMFastest;
-        } else {
-            snprintf(why, why_len, "FX_SCHED_ORDER=%s is not one of l2, lpt, m-fastest",
-                     env_quote(o).text);
-            return false;
-        }
-        if (varlen && c->order != kOrderMFastest) {
-            snprintf(why, why_len,
-                     "FX_SCHED_ORDER=%s does not apply to a variable-length batch (its order is "
-                     "m-fastest, sequence by sequence)",
-                     env_quote(o).text);
-            return false;
-        }
-    }
+    c->dynamic = scheduler == 0;
+    c->order = (SchedOrder)order;
     return true;
 }
 

@@ -13,6 +13,9 @@
 # $FX_GPU_LOG_DIR/<name>.log (default: BIN_DIR/../gpu_logs); a failing case also prints
 # the end of its log. Exit 77 of a program (no suitable GPU) is a SKIP, and a FAIL when
 # FX_REQUIRE_GPU is set to anything but "" or "0" (the programs then exit 1 themselves).
+# The stages' own settings (FX_SCHEDULER, FX_SCHED_ORDER, FX_ABLATION) are unset for every
+# case that does not set them itself (env -u), so that a value exported in the caller's
+# shell cannot change what a case tests; tests/CMakeLists.txt does the same.
 # Exit status: 0 when no case failed, 1 when one did (or one's program is missing), 2 on
 # bad usage (a FILTER that is not a regular expression, or that matches no case) or a
 # malformed cases.txt.
@@ -20,6 +23,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cases_file=$here/cases.txt
+# The settings a case's environment words may set, unset when it does not (keep in step with
+# gpu_settings in tests/CMakeLists.txt).
+settings=(FX_SCHEDULER FX_SCHED_ORDER FX_ABLATION)
+env_word_re='^[A-Z_][A-Z0-9_]*='
 
 usage() {
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
@@ -86,8 +93,18 @@ while IFS= read -r raw || [[ -n $raw ]]; do
     name=$(trim "$name") pattern=$(trim "$pattern") timeout=$(trim "${timeout:-}")
     [[ -z ${extra:-} && -n $name && -n $pattern && $timeout =~ ^[0-9]+$ ]] ||
         die "$cases_file:$at: not 'name | stages | timeout_s | arguments': $line"
+    # The arguments are split at blanks, nothing else: a quote or a backslash would be read
+    # as a quote by CMake (separate_arguments) and as a character here.
+    [[ $line != *[\"\'\\]* ]] ||
+        die "$cases_file:$at: no quotes or backslashes in a case (split at blanks only): $line"
     read -ra words <<<"${args:-}"
     args="${words[*]}"
+    n_env=0
+    while ((n_env < ${#words[@]})) && [[ ${words[n_env]} =~ $env_word_re ]]; do
+        n_env=$((n_env + 1))
+    done
+    ((n_env == 0 || n_env < ${#words[@]})) ||
+        die "$cases_file:$at: '$name' has environment words and no arguments for the program"
     matched=0
     for id in "${ids[@]}"; do
         # shellcheck disable=SC2053 # the stages field is a pattern
@@ -137,17 +154,23 @@ for c in ${selected[@]+"${selected[@]}"}; do
         failed=$((failed + 1)) failures+=("$name")
         continue
     fi
-    # Leading NAME=value words go to the program's environment (cases.txt), through env(1).
+    # Leading NAME=value words go to the program's environment (cases.txt), through env(1),
+    # and the settings the case does not set are unset there.
     read -ra words <<<"$args"
     envs=()
-    while ((${#words[@]})) && [[ ${words[0]} =~ ^[A-Z_][A-Z0-9_]*= ]]; do
+    while ((${#words[@]})) && [[ ${words[0]} =~ $env_word_re ]]; do
         envs+=("${words[0]}")
         words=("${words[@]:1}")
     done
+    unsets=()
+    for v in "${settings[@]}"; do
+        [[ " ${envs[*]+${envs[*]}}" == *" $v="* ]] || unsets+=(-u "$v")
+    done
+    run=(env ${unsets[@]+"${unsets[@]}"} ${envs[@]+"${envs[@]}"} "$bin_dir/stage_$id"
+        ${words[@]+"${words[@]}"})
     start_ns=$(date +%s%N)
     set +e
-    timeout --kill-after=10 "$timeout" env ${envs[@]+"${envs[@]}"} "$bin_dir/stage_$id" \
-        ${words[@]+"${words[@]}"} >"$log" 2>&1
+    timeout --kill-after=10 "$timeout" "${run[@]}" >"$log" 2>&1
     rc=$?
     set -e
     secs=$(awk -v a="$start_ns" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
@@ -170,7 +193,8 @@ for c in ${selected[@]+"${selected[@]}"}; do
     esac
     printf '%s  %s  (%s s%s)\n' "$verdict" "$name" "$secs" "$why"
     if [[ $verdict == FAIL ]]; then
-        echo "  stage_$id $args; the end of $log:"
+        # The command that reruns it: the environment first, then the program.
+        echo "  ${run[*]}; the end of $log:"
         tail -n 20 "$log" | sed 's/^/  | /'
     fi
 done

@@ -3,6 +3,7 @@
  * (fx_stage.h: fx_stage_supports, fx_caps_describe): a problem outside a stage's
  * capabilities is refused with 2 and a message that names the limit.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,42 @@ START_TEST(the_description_lists_every_capability)
 }
 END_TEST
 
+/* The environment settings' check (FX_ABLATION, FX_SCHEDULER, FX_SCHED_ORDER): unset or
+ * empty is the default, a known value its index, anything else refused with the value
+ * quoted, a long one cut, and the known values listed. */
+START_TEST(an_environment_setting_is_one_of_its_values_or_refused_quoted)
+{
+    static const char *const values[] = {"l2", "lpt", "m-fastest"};
+    char why[256] = "";
+    unsetenv("FX_TEST_SETTING");
+    ck_assert_int_eq(fx_env_choice("FX_TEST_SETTING", values, 3, 7, why, sizeof why), 7);
+    setenv("FX_TEST_SETTING", "", 1);
+    ck_assert_int_eq(fx_env_choice("FX_TEST_SETTING", values, 3, 7, why, sizeof why), 7);
+    setenv("FX_TEST_SETTING", "m-fastest", 1);
+    ck_assert_int_eq(fx_env_choice("FX_TEST_SETTING", values, 3, 7, why, sizeof why), 2);
+    setenv("FX_TEST_SETTING", "xyz", 1);
+    ck_assert_int_eq(fx_env_choice("FX_TEST_SETTING", values, 3, 7, why, sizeof why), -1);
+    ck_assert_str_eq(why, "FX_TEST_SETTING=\"xyz\" is not l2, lpt or m-fastest");
+    setenv("FX_TEST_SETTING", "abcdefghijklmnopqrstuvwxyz0123456789", 1);
+    ck_assert_int_eq(fx_env_choice("FX_TEST_SETTING", values, 2, 7, why, sizeof why), -1);
+    ck_assert_str_eq(why, "FX_TEST_SETTING=\"abcdefghijklmnopqrstuvwxyz012345…\" is not l2 or lpt");
+    unsetenv("FX_TEST_SETTING");
+}
+END_TEST
+
+START_TEST(a_quoted_value_is_cut_at_a_character_and_shows_no_control_bytes)
+{
+    char buf[64];
+    fx_quote_value("a\"b\nc", buf, sizeof buf);
+    ck_assert_str_eq(buf, "\"a?b?c\"");
+    // 31 ASCII bytes then a two-byte character across the cut at 32: cut before it.
+    fx_quote_value("0123456789012345678901234567890\xc3\xa9xyz", buf, sizeof buf);
+    ck_assert_str_eq(buf, "\"0123456789012345678901234567890…\"");
+    fx_quote_value("01234567890123456789012345678901", buf, sizeof buf);  // 32: not cut
+    ck_assert_str_eq(buf, "\"01234567890123456789012345678901\"");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stage capabilities");
@@ -145,6 +182,8 @@ int main(void)
     tcase_add_test(tc, each_limit_is_refused_by_name);
     tcase_add_test(tc, the_description_lists_every_capability);
     tcase_add_test(tc, a_grid_past_65535_heads_or_batches_is_refused_by_name);
+    tcase_add_test(tc, an_environment_setting_is_one_of_its_values_or_refused_quoted);
+    tcase_add_test(tc, a_quoted_value_is_cut_at_a_character_and_shows_no_control_bytes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
