@@ -44,9 +44,13 @@ namespace {
  * ------------------------------------------------------------------------------ */
 
 template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, int kProducerRegs_,
-          int kConsumerRegs_>
+          int kConsumerRegs_, int kHeadDimGmem_ = kHeadDim_>
 struct Config {
-    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kHeadDim = kHeadDim_;  // columns of the tiles in shared memory
+    // Columns of the tensors in global memory: kHeadDim, or fewer when the tile is padded
+    // (head_dim 96 in a 128-column tile: TMA fills columns past the tensor's with zeros on
+    // load and drops them on store; what the threads store themselves stops at this).
+    static constexpr int kHeadDimGmem = kHeadDimGmem_;
     static constexpr int kNumConsumers = kNumConsumers_;     // consumer warpgroups
     static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
@@ -89,12 +93,23 @@ struct Config {
  *  - d=128: 2 consumer warpgroups, 128×128: S 64 + O 64 + P 32.
  *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates; a wider kBlockN
  *    would need S 64 more).
+ *  - d=96: d=128's tile, its last 32 columns zeros. A 96-column row is 192 bytes, one and a
+ *    half 128B-swizzle spans: the second 64-column box of each row reaches past the tensor,
+ *    and TMA fills its last 32 columns with zeros on the load (so they add 0 to S and make
+ *    O's last 32 columns 0) and drops them on the store. It costs a quarter of the tensor
+ *    cores' work, as a 128-column head would (FA3 instead keeps 96 columns: 192×144 tiles,
+ *    the last 32 columns in a 64B-swizzled box of their own).
+ *  - d=192: 2 consumer warpgroups, 128×112 (FA3's tile for head_dim 192): S 56 + O 96 + P 28,
+ *    three 64-column slabs per row; Q's 48 KiB and two K/V stages of 2 · 42 KiB leave no room
+ *    for O's own staging tile, so O is staged in Q's, as at 256.
  * Registers after setmaxnreg (the budgets of the public FA3 kernels): d=64, 512 threads:
- * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=128 and 256, 384 threads:
+ * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=96 to 256, 384 threads:
  * entry cap 168, producer 24, consumers 240 (24 + 2·240 = 504).
  */
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
+using ConfigD96 = Config<128, 2, 128, 2, 24, 240, 96>;
 using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
+using ConfigD192 = Config<192, 2, 112, 2, 24, 240>;
 using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
 
 /* ---------------------------------------------------------------------------------
@@ -104,8 +119,8 @@ using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
  * (each slab on a 1024-byte boundary: the swizzle's period), then the mbarriers.
  * ------------------------------------------------------------------------------ */
 
-/* O gets a staging tile of its own at head_dim 64 and 128 (114 and 194 KiB per CTA with it);
- * at 256 Q's 64 KiB and the K/V ring leave no room for another 64. */
+/* O gets a staging tile of its own at head_dim 64, 96 and 128 (114, 194 and 194 KiB per CTA
+ * with it); at 192 and 256 Q and the K/V ring leave no room for it. */
 template <class Cfg>
 constexpr bool kSeparateO = Cfg::kHeadDim <= 128;
 
@@ -138,7 +153,9 @@ template <class Cfg>
 constexpr int kSmemBytes = (int)sizeof(SharedStorage<Cfg>) + kSwizzleAtomBytes;
 
 static_assert(kSmemBytes<ConfigD64> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=64 fits a CTA's smem");
+static_assert(kSmemBytes<ConfigD96> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=96 fits");
 static_assert(kSmemBytes<ConfigD128> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 fits");
+static_assert(kSmemBytes<ConfigD192> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=192 fits");
 static_assert(kSmemBytes<ConfigD256> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 fits");
 
 /* UNIT(named_barriers, changed: the turn barriers of the pingpong schedule) */
@@ -991,7 +1008,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
             }  // else: the next epilogue, or the kernel's end, waits for the reads
         }
     } else {
-        constexpr int kChunksPerRow = Cfg::kHeadDim / kChunkElems;
+        constexpr int kChunksPerRow = Cfg::kHeadDimGmem / kChunkElems;
         Element *O = static_cast<Element *>(p.o) + c.batch * p.o_batch_stride +
                      c.head * p.o_head_stride + (int64_t)(c.q_row0 + wg_row0) * p.o_row_stride;
         for (int i = tid % kWarpgroupThreads; i < rows_in * kChunksPerRow; i += kWarpgroupThreads) {
@@ -1028,7 +1045,7 @@ template <class Cfg, class Element>
 __device__ __forceinline__ void write_empty_block(const FwdParams &p, int lse_head_stride,
                                                   Tile tile, int ctid)
 {
-    constexpr int kChunks = Cfg::kHeadDim / kChunkElems;
+    constexpr int kChunks = Cfg::kHeadDimGmem / kChunkElems;
     constexpr int kThreads = Cfg::kNumConsumers * kWarpgroupThreads;
     const int row0 = tile.q_row0 + tile.m_block * Cfg::kBlockM;
     Element *O = static_cast<Element *>(p.o) + tile.batch * p.o_batch_stride +
@@ -1423,7 +1440,7 @@ struct Launch {
         }
         if (a->p->varlen)
             return launch<Cfg, Element, kCausal, true, true, true>(a);
-        if constexpr (Cfg::kHeadDim == 128) {
+        if constexpr (Cfg::kHeadDimGmem == 128) {
             switch (mode) {
             case kAblationNoPingpong: return launch<Cfg, Element, kCausal, false, true, false>(a);
             case kAblationNoOverlap: return launch<Cfg, Element, kCausal, true, false, false>(a);
@@ -1444,7 +1461,16 @@ struct Launch {
  * check_problem refuses (each with its reason printed), else the launch's error. */
 extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
-    return dispatch_forward<Launch, ConfigD64, ConfigD128, ConfigD256>(a);
+    if (!o_aligned(a->o, &a->o_layout))
+        return cudaErrorMisalignedAddress;
+    switch (a->p->head_dim) {
+    case 64: return dispatch_dtype_mask<Launch, ConfigD64>(a);
+    case 96: return dispatch_dtype_mask<Launch, ConfigD96>(a);
+    case 128: return dispatch_dtype_mask<Launch, ConfigD128>(a);
+    case 192: return dispatch_dtype_mask<Launch, ConfigD192>(a);
+    case 256: return dispatch_dtype_mask<Launch, ConfigD256>(a);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 /* The forward's device workspace: the dynamic scheduler's tile counter (one int), then for a
@@ -1458,8 +1484,14 @@ extern "C" size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backwa
 /* The dynamic shared memory (bytes) one CTA needs at head_dim; 0 for a head_dim not built. */
 extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
 {
-    return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
-                          kSmemBytes<ConfigD256>);
+    switch (head_dim) {
+    case 64: return (size_t)kSmemBytes<ConfigD64>;
+    case 96: return (size_t)kSmemBytes<ConfigD96>;
+    case 128: return (size_t)kSmemBytes<ConfigD128>;
+    case 192: return (size_t)kSmemBytes<ConfigD192>;
+    case 256: return (size_t)kSmemBytes<ConfigD256>;
+    default: return 0;
+    }
 }
 
 /* For stage.c's check_problem: 0, or 2 with the reason (FX_ABLATION), before any input is
