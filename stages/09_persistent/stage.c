@@ -30,13 +30,14 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
     .summary = "stage 08 persistent: one CTA per SM loops over the tiles in a tile "
                "scheduler's order (longest first, sections of heads sized to the L2), the next "
                "tile's loads overlapping this tile's epilogue",
-    .caps = FX_HOPPER_FWD_CAPS(
+    .caps = FX_HOPPER_FWD_CAPS_VARLEN(
         "Q, K, V, O with 16-byte aligned base and "
         "strides (TMA); shared memory per block 114, 194 and 195 KiB at head_dim 64, "
         "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
         "the schedule off (head_dim 128 only); FX_SCHEDULER=dynamic|static and "
         "FX_SCHED_ORDER=l2|lpt|m-fastest choose the tile scheduler (default: dynamic, "
-        "L2 sections when causal, m-fastest when not; docs/09)"),
+        "L2 sections when causal, m-fastest when not; docs/09)",
+        true),
     .check_problem = check_problem,
     .workspace_bytes = FX_ENTRY(fwd_workspace_bytes),
     .forward = FX_ENTRY(fwd),
