@@ -61,9 +61,16 @@ bool fx_compare_prev(fx_err e, double bound, const char *what, const char *prev_
 
 /* The nearest earlier stage of c whose capabilities cover p (and the backward when
  * `backward`) and whose architecture c's device meets (DESIGN.md, "The previous-stage
- * rule"), or NULL with the reason in `why`. */
+ * rule"), or NULL with the reason in `why`. For the forward of a variable-length batch a
+ * stage without caps.varlen covers p when it covers each of its sequences that has query
+ * rows and keys as a fixed-length problem of batch 1 (fx_seq_problem): fx_prev_per_seq. */
 const fx_stage *fx_find_prev(const fx_ctx *c, const fx_problem *p, bool backward, char *why,
                              size_t why_len);
+
+/* Whether previous stage `prev` runs p sequence by sequence: p is a variable-length batch
+ * and prev has no caps.varlen (fx_case.c then runs each sequence as a batch-1 problem on
+ * views of the packed inputs). */
+bool fx_prev_per_seq(const fx_stage *prev, const fx_problem *p);
 
 #ifdef __cplusplus
 }
