@@ -67,6 +67,7 @@ static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *i
     const fx_problem *p = in->p;
     const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
     const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p), esize = fx_dtype_bytes(p->dtype);
+    /* Elements no sequence places stay NaN, and fail the comparison. */
     for (size_t x = 0; x < nq; ++x)
         o_h[x] = NAN;
     for (size_t x = 0; x < nl; ++x)
@@ -76,18 +77,13 @@ static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *i
         const fx_problem sp = fx_seq_problem(p, b);
         const size_t oq = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
         const size_t ok = fx_offset(lkv, b, fx_seq_start_k(p, b), 0, 0);
-        const size_t rows = (size_t)sp.seqlen_q * (size_t)lq.row_stride; /* O elements */
         if (sp.seqlen_q == 0) {
             n->no_queries++;
             continue;
         }
         if (sp.seqlen_k == 0) {
             n->no_keys++;
-            for (size_t x = 0; x < rows; ++x)
-                o_h[oq + x] = 0.0f;
-            for (int h = 0; h < p->heads_q; ++h)
-                for (int i = 0; i < sp.seqlen_q; ++i)
-                    lse_h[fx_lse_index(p, b, h, i)] = -INFINITY;
+            fx_place_seq_forward(p, b, NULL, NULL, o_h, lse_h);
             continue;
         }
         /* Views: the sub-problem's contiguous layouts have the packed row and head strides. */
@@ -98,11 +94,7 @@ static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *i
         fx_run r = {0};
         cudaError_t err = fx_run_stage(&r, prev, &view, false);
         if (err == cudaSuccess) {
-            memcpy(o_h + oq, r.out.o_h, rows * sizeof(float));
-            /* The sub-problem's LSE is [heads_q, seqlen_q(b)]: row h goes to h·total_q + cu[b]. */
-            for (int h = 0; h < p->heads_q; ++h)
-                memcpy(lse_h + fx_lse_index(p, b, h, 0), r.out.lse_h + (size_t)h * sp.seqlen_q,
-                       (size_t)sp.seqlen_q * sizeof(float));
+            fx_place_seq_forward(p, b, r.out.o_h, r.out.lse_h, o_h, lse_h);
             n->ran++;
         }
         fx_run_free(&r);

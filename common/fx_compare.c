@@ -4,6 +4,7 @@
  */
 #include "fx_compare.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,21 @@ bool fx_compare_prev(fx_err e, double bound, const char *what, const char *prev_
                pass ? "PASS" : "FAIL");
     }
     return pass;
+}
+
+void fx_place_seq_forward(const fx_problem *p, int b, const float *o_seq, const float *lse_seq,
+                          float *o, float *lse)
+{
+    const int len = fx_seq_len_q(p, b);
+    const fx_layout lq = fx_layout_q(p);
+    /* The sub-problem's rows have the packed row stride: its O is one block of rows. */
+    const size_t first = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
+    const size_t n = (size_t)len * (size_t)lq.row_stride;
+    for (size_t x = 0; x < n; ++x)
+        o[first + x] = o_seq ? o_seq[x] : 0.0f;
+    for (int h = 0; h < p->heads_q; ++h)
+        for (int i = 0; i < len; ++i)
+            lse[fx_lse_index(p, b, h, i)] = lse_seq ? lse_seq[(size_t)h * len + i] : -INFINITY;
 }
 
 bool fx_prev_per_seq(const fx_stage *prev, const fx_problem *p)

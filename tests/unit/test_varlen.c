@@ -394,6 +394,51 @@ END_TEST
 
 /* ---- stages and the previous-stage rule ------------------------------------------------ */
 
+/* A fixed-length stage's outputs of each sequence (batch 1: O [len, heads, d], LSE [heads,
+ * len]) land at the packed rows, and a sequence without keys gets O = 0, LSE = -inf: every
+ * element of the packed outputs is then written, none twice. */
+START_TEST(a_sequences_outputs_land_at_its_packed_rows)
+{
+    ck_assert_int_eq(parse("--seqlens-q 2,0,3,1 --seqlens-k 4,4,0,2 --heads 2 --head-dim 8"), 0);
+    const fx_problem *p = &opts.problem;
+    const int hq = p->heads_q, d = p->head_dim, tq = p->total_q;
+    float *o = malloc(fx_numel_q(p) * sizeof(float)),
+          *lse = malloc(fx_numel_lse(p) * sizeof(float));
+    for (size_t x = 0; x < fx_numel_q(p); ++x)
+        o[x] = NAN;
+    for (size_t x = 0; x < fx_numel_lse(p); ++x)
+        lse[x] = NAN;
+    float o_seq[3 * 2 * 8], lse_seq[2 * 3];
+    for (int b = 0; b < p->batch; ++b) {
+        const int len = fx_seq_len_q(p, b);
+        /* Sequence b's values: 1000·b + their index in the batch-1 arrays. */
+        for (int x = 0; x < len * hq * d; ++x)
+            o_seq[x] = 1000.0f * b + (float)x;
+        for (int x = 0; x < hq * len; ++x)
+            lse_seq[x] = 1000.0f * b + (float)x;
+        const bool keys = fx_seq_len_k(p, b) > 0;
+        fx_place_seq_forward(p, b, keys ? o_seq : NULL, keys ? lse_seq : NULL, o, lse);
+    }
+    /* Packed rows: sequence 0 rows 0-1, sequence 2 (no keys) rows 2-4, sequence 3 row 5. */
+    ck_assert_int_eq(tq, 6);
+    for (int x = 0; x < 2 * hq * d; ++x)
+        ck_assert_float_eq(o[x], (float)x);
+    for (int x = 2 * hq * d; x < 5 * hq * d; ++x)
+        ck_assert_float_eq(o[x], 0.0f);
+    for (int x = 0; x < hq * d; ++x)
+        ck_assert_float_eq(o[5 * hq * d + x], 3000.0f + (float)x);
+    for (int h = 0; h < hq; ++h) {
+        for (int i = 0; i < 2; ++i)
+            ck_assert_float_eq(lse[h * tq + i], (float)(h * 2 + i));
+        for (int i = 2; i < 5; ++i)
+            ck_assert(isinf(lse[h * tq + i]) && lse[h * tq + i] < 0);
+        ck_assert_float_eq(lse[h * tq + 5], 3000.0f + (float)h);
+    }
+    free(o);
+    free(lse);
+}
+END_TEST
+
 START_TEST(a_stage_without_varlen_refuses_it_and_stage_09_takes_it)
 {
     ck_assert_int_eq(parse("--seqlens-q 1,2 --head-dim 128"), 0);
@@ -455,6 +500,7 @@ static Suite *varlen_suite(void)
     TCase *check = tcase_create("check");
     tcase_add_test(check, the_check_of_a_packed_batch_equals_each_sequence_run_alone);
     tcase_add_test(check, sampling_a_large_packed_batch_picks_sequences_with_rows);
+    tcase_add_test(check, a_sequences_outputs_land_at_its_packed_rows);
     tcase_add_test(check, a_stage_without_varlen_refuses_it_and_stage_09_takes_it);
     tcase_add_test(check, stage_08_checks_stage_09s_varlen_forward_sequence_by_sequence);
     suite_add_tcase(s, check);
