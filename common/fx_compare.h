@@ -44,13 +44,17 @@ extern const char *const fx_grad_names[3];
 /* The stage's forward outputs `st` against the fp64 reference and the emulation on h's
  * inputs, over sampled rows: every (batch, head) slice when the problem is within
  * FX_REF_BUDGET_FWD and FX_MAX_REF_SLICES slices, else `ref_slices` of them (the first,
- * the last, others by seed), with the first and last rows and evenly spaced ones between. */
+ * the last, others by seed), with the first and last rows and evenly spaced ones between.
+ * A variable-length batch's slices are (sequence, head) over the sequences with query rows,
+ * each with rows of its own length; the reference runs each sequence as fx_seq_problem's
+ * batch-1 problem on views of h's packed inputs, and reads st at the packed positions. */
 void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h,
                       const fx_outputs *st, fx_fwd_check *out);
 
 /* The stage's gradients against the fp64 reference and the emulation over whole (batch,
- * kv head) groups: all of them within FX_REF_BUDGET_BWD, else at most `ref_slices`;
- * out->ran is false (and pass true) when even one group is over the budget. */
+ * kv head) groups (of a variable-length batch: (sequence, kv head), as the forward): all
+ * of them within FX_REF_BUDGET_BWD, else at most `ref_slices`; out->ran is false (and pass
+ * true) when even one group is over the budget. */
 void fx_check_backward(const fx_problem *p, int ref_slices, const fx_case_host *h,
                        const fx_outputs *st, fx_bwd_check *out);
 
