@@ -47,6 +47,63 @@ static size_t count_nan(const float *x, size_t n)
 
 /* ---- the forward's checks ------------------------------------------------------------ */
 
+/* What a per-sequence run of the previous stage did (prev_forward_per_seq). */
+typedef struct seq_counts {
+    int ran, no_keys, no_queries;
+} seq_counts;
+
+/* The previous stage `prev` (no caps.varlen) on the variable-length batch in->p, sequence
+ * by sequence: each sequence with query rows and keys runs as the fixed-length problem of
+ * batch 1 fx_seq_problem makes, on views of the packed device inputs (pointer offsets at
+ * its first row, the packed row strides), into its own outputs, which are then placed at
+ * the sequence's packed rows of o_h [fx_numel_q] and lse_h [fx_numel_lse] (LSE head h of
+ * sequence b at h·total_q + cu_seqlens_q[b]). A sequence with no key cannot run on a
+ * fixed-length stage (seqlen_k >= 1): its expected rows are O = 0 and LSE = -inf, as the
+ * contract says. Elements no sequence places stay NaN and fail the comparison. Returns a
+ * CUDA error (cudaErrorMemoryAllocation after naming the bytes). */
+static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *in, float *o_h,
+                                        float *lse_h, seq_counts *n)
+{
+    const fx_problem *p = in->p;
+    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
+    const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p), esize = fx_dtype_bytes(p->dtype);
+    /* Elements no sequence places stay NaN, and fail the comparison. */
+    for (size_t x = 0; x < nq; ++x)
+        o_h[x] = NAN;
+    for (size_t x = 0; x < nl; ++x)
+        lse_h[x] = NAN;
+    memset(n, 0, sizeof *n);
+    for (int b = 0; b < p->batch; ++b) {
+        const fx_problem sp = fx_seq_problem(p, b);
+        const size_t oq = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
+        const size_t ok = fx_offset(lkv, b, fx_seq_start_k(p, b), 0, 0);
+        if (sp.seqlen_q == 0) {
+            n->no_queries++;
+            continue;
+        }
+        if (sp.seqlen_k == 0) {
+            n->no_keys++;
+            fx_place_seq_forward(p, b, NULL, NULL, o_h, lse_h);
+            continue;
+        }
+        /* Views: the sub-problem's contiguous layouts have the packed row and head strides. */
+        fx_inputs view = {.p = &sp,
+                          .q = (char *)in->q + oq * esize,
+                          .k = (char *)in->k + ok * esize,
+                          .v = (char *)in->v + ok * esize};
+        fx_run r = {0};
+        cudaError_t err = fx_run_stage(&r, prev, &view, false);
+        if (err == cudaSuccess) {
+            fx_place_seq_forward(p, b, r.out.o_h, r.out.lse_h, o_h, lse_h);
+            n->ran++;
+        }
+        fx_run_free(&r);
+        if (err != cudaSuccess)
+            return err;
+    }
+    return cudaSuccess;
+}
+
 /* The forward of `st` against fp64 (sampled rows), NaN over every element, then against
  * the previous stage's forward on the same inputs. Fills res->err_ref, prev, err_prev.
  * Returns a CUDA error of the previous stage's run (its not fitting in memory is not one:
@@ -88,20 +145,38 @@ static cudaError_t check_forward_case(const fx_ctx *c, const fx_case_host *h, co
             printf("  prev: n/a (%s)\n", why);
         return cudaSuccess;
     }
-    cudaError_t err = fx_run_stage(pv, res->prev, in, false);
+    const bool per_seq = fx_prev_per_seq(res->prev, p);
+    float *prev_o = NULL, *prev_lse = NULL; /* the packed outputs of a per-sequence run */
+    seq_counts n = {0, 0, 0};
+    cudaError_t err;
+    if (per_seq) {
+        prev_o = fx_xmalloc(nq * sizeof(float));
+        prev_lse = fx_xmalloc(nl * sizeof(float));
+        err = prev_forward_per_seq(res->prev, in, prev_o, prev_lse, &n);
+    } else {
+        err = fx_run_stage(pv, res->prev, in, false);
+    }
     if (err == cudaErrorMemoryAllocation) {
         printf("  prev: n/a (%s does not fit in device memory)\n", res->prev->id);
         res->prev = NULL;
-        return cudaSuccess;
+        err = cudaSuccess;
+        goto done;
     }
     if (err != cudaSuccess)
-        return err;
-    fx_err e = fx_compare_f32(st->out.o_h, pv->out.o_h, nq);
+        goto done;
+    if (per_seq && verbose)
+        printf("  prev: %s sequence by sequence, each a fixed-length batch of 1: %d run, %d "
+               "without keys (O = 0, LSE = -inf expected), %d without query rows\n",
+               res->prev->id, n.ran, n.no_keys, n.no_queries);
+    fx_err e = fx_compare_f32(st->out.o_h, per_seq ? prev_o : pv->out.o_h, nq);
     res->err_prev = e.max_abs;
     *pass &= fx_compare_prev(e, 2.0 * fc.o_bound, "O", res->prev->id, verbose);
-    e = fx_compare_f32(st->out.lse_h, pv->out.lse_h, nl);
+    e = fx_compare_f32(st->out.lse_h, per_seq ? prev_lse : pv->out.lse_h, nl);
     *pass &= fx_compare_prev(e, 2.0 * fc.lse_bound, "LSE", res->prev->id, verbose);
-    return cudaSuccess;
+done:
+    free(prev_o);
+    free(prev_lse);
+    return err;
 }
 
 /* ---- the backward's checks ----------------------------------------------------------- */
@@ -262,7 +337,7 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
     fx_problem pb = *p0;
     const fx_problem *p = &pb;
     bool backward = c->opt.backward;
-    char why[512], line[256];
+    char why[512], line[512];
     memset(res, 0, sizeof *res);
     res->err_ref = res->err_prev = res->err_ref_bwd = res->err_prev_bwd = -1;
 
@@ -361,7 +436,7 @@ out:
 int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
 {
     const fx_stage *s = c->self;
-    char line[256];
+    char line[512];
     if (!s->cpu_model) {
         fx_error("--cpu runs a stage's CPU model, and this stage has none (stages 02 and 03 "
                  "have one)");

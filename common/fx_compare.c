@@ -4,6 +4,7 @@
  */
 #include "fx_compare.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,24 +22,59 @@
 
 const char *const fx_grad_names[3] = {"dQ", "dK", "dV"};
 
-/* The (batch, head) slices and the rows the forward reference evaluates. */
+/* The (batch, head) slices and the rows the forward reference evaluates: task t is row
+ * rows[t] of slice slice[t]. A variable-length batch's slices have their own lengths, so
+ * each slice has its own rows (all of them, or the edges and evenly spaced ones). */
 typedef struct fx_sample {
     int n_slices;
     int b[FX_MAX_REF_SLICES], h[FX_MAX_REF_SLICES];
-    int n_rows; /* rows per slice */
-    int *rows;  /* [n_rows] */
+    size_t n_tasks;
+    int *slice, *rows; /* [n_tasks] */
 } fx_sample;
+
+/* The rows of a slice of `len` rows when `want` are asked for: all, or the first and last
+ * FX_EDGE_ROWS and evenly spaced ones between (sorted, distinct). Writes them to out (NULL:
+ * only counts) and returns how many. */
+static int slice_rows(int len, int want, int *out)
+{
+    if (want >= len) {
+        for (int i = 0; out && i < len; ++i)
+            out[i] = i;
+        return len;
+    }
+    if (!out)
+        return want;
+    int k = 0;
+    for (int i = 0; i < FX_EDGE_ROWS; ++i)
+        out[k++] = i;
+    int middle = want - 2 * FX_EDGE_ROWS;
+    int lo = FX_EDGE_ROWS, hi = len - FX_EDGE_ROWS;
+    for (int i = 0; i < middle; ++i)
+        out[k++] = lo + (int)(((long long)(hi - lo) * i) / (middle > 0 ? middle : 1));
+    for (int i = 0; i < FX_EDGE_ROWS; ++i)
+        out[k++] = len - FX_EDGE_ROWS + i;
+    return want;
+}
 
 static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
 {
-    double per_row = (double)p->seqlen_k * p->head_dim * 2.0;
-    double all = per_row * p->seqlen_q * p->batch * p->heads_q;
-    int slices_total = p->batch * p->heads_q;
+    /* Only sequences with query rows have slices to sample (in a fixed-length batch, all). */
+    int *seqs = fx_xmalloc((size_t)p->batch * sizeof(int)), n_seqs = 0;
+    double rows_all = 0;
+    for (int b = 0; b < p->batch; ++b) {
+        if (fx_seq_len_q(p, b) > 0)
+            seqs[n_seqs++] = b;
+        rows_all += fx_seq_len_q(p, b);
+    }
+    /* A varlen batch's seqlen_k (its largest) may be 0: count a row as one key at least. */
+    double per_row = (double)(p->seqlen_k > 0 ? p->seqlen_k : 1) * p->head_dim * 2.0;
+    double all = per_row * rows_all * p->heads_q;
+    int slices_total = n_seqs * p->heads_q;
     memset(s, 0, sizeof *s);
     if (all <= FX_REF_BUDGET_FWD && slices_total <= FX_MAX_REF_SLICES) {
         s->n_slices = slices_total;
         for (int i = 0; i < slices_total; ++i) {
-            s->b[i] = i / p->heads_q;
+            s->b[i] = seqs[i / p->heads_q];
             s->h[i] = i % p->heads_q;
         }
     } else {
@@ -52,33 +88,44 @@ static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
                        : i == 1 ? slices_total - 1
                                 : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_FWD_SLICES, (uint64_t)i) %
                                         (uint64_t)slices_total);
-            s->b[i] = flat / p->heads_q;
+            s->b[i] = seqs[flat / p->heads_q];
             s->h[i] = flat % p->heads_q;
         }
         s->n_slices = max_slices;
     }
-    int rows = (int)(FX_REF_BUDGET_FWD / (per_row * s->n_slices));
-    if (rows < 2 * FX_EDGE_ROWS)
-        rows = 2 * FX_EDGE_ROWS;
-    if (rows > p->seqlen_q)
-        rows = p->seqlen_q;
-    s->n_rows = rows;
-    s->rows = fx_xmalloc((size_t)rows * sizeof(int));
-    if (rows == p->seqlen_q) {
-        for (int i = 0; i < rows; ++i)
-            s->rows[i] = i;
-        return;
+    free(seqs);
+    int want = s->n_slices ? (int)(FX_REF_BUDGET_FWD / (per_row * s->n_slices)) : 0;
+    if (want < 2 * FX_EDGE_ROWS)
+        want = 2 * FX_EDGE_ROWS;
+    s->n_tasks = 0;
+    for (int sl = 0; sl < s->n_slices; ++sl)
+        s->n_tasks += (size_t)slice_rows(fx_seq_len_q(p, s->b[sl]), want, NULL);
+    s->slice = fx_xmalloc(s->n_tasks * sizeof(int));
+    s->rows = fx_xmalloc(s->n_tasks * sizeof(int));
+    size_t t = 0;
+    for (int sl = 0; sl < s->n_slices; ++sl) {
+        int n = slice_rows(fx_seq_len_q(p, s->b[sl]), want, s->rows + t);
+        for (int i = 0; i < n; ++i)
+            s->slice[t + i] = sl;
+        t += (size_t)n;
     }
-    /* First and last FX_EDGE_ROWS rows, the rest evenly spaced between (sorted, distinct). */
-    int k = 0;
-    for (int i = 0; i < FX_EDGE_ROWS; ++i)
-        s->rows[k++] = i;
-    int middle = rows - 2 * FX_EDGE_ROWS;
-    int lo = FX_EDGE_ROWS, hi = p->seqlen_q - FX_EDGE_ROWS;
-    for (int i = 0; i < middle; ++i)
-        s->rows[k++] = lo + (int)(((long long)(hi - lo) * i) / (middle > 0 ? middle : 1));
-    for (int i = 0; i < FX_EDGE_ROWS; ++i)
-        s->rows[k++] = p->seqlen_q - FX_EDGE_ROWS + i;
+}
+
+/* Sequence b of p as a fixed-length problem of batch 1 and its inputs as views of h's
+ * (fx_seq_problem): the reference and the emulation then run on it as on any problem. */
+typedef struct fx_seq_view {
+    fx_problem p;
+    const float *q, *k, *v, *dout;
+} fx_seq_view;
+
+static fx_seq_view seq_view(const fx_problem *p, const fx_case_host *h, int b)
+{
+    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
+    const size_t oq = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
+    const size_t ok = fx_offset(lkv, b, fx_seq_start_k(p, b), 0, 0);
+    fx_seq_view v = {fx_seq_problem(p, b), h->q + oq, h->k + ok, h->v + ok,
+                     h->dout ? h->dout + oq : NULL};
+    return v;
 }
 
 void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h,
@@ -86,7 +133,8 @@ void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h
 {
     fx_sample s;
     sample_forward(p, ref_slices, &s);
-    int d = p->head_dim, nr = s.n_rows;
+    const int d = p->head_dim;
+    const fx_layout lq = fx_layout_q(p);
     fx_err_acc o, l, oe, le;
     fx_err_acc_init(&o);
     fx_err_acc_init(&l);
@@ -94,25 +142,27 @@ void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h
     fx_err_acc_init(&le);
     /* Rows are independent: evaluate all sampled rows (in parallel where OpenMP is
      * there), then accumulate the metrics serially in a fixed order. */
-    size_t total = (size_t)s.n_slices * nr;
+    size_t total = s.n_tasks;
     double *ro = fx_xmalloc(total * d * sizeof(double)), *rl = fx_xmalloc(total * sizeof(double));
     float *eo = fx_xmalloc(total * d * sizeof(float)), *el = fx_xmalloc(total * sizeof(float));
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 4)
 #endif
     for (long long t = 0; t < (long long)total; ++t) {
-        int sl = (int)(t / nr), i = s.rows[t % nr];
-        fx_ref_forward_rows(p, h->q, h->k, h->v, s.b[sl], s.h[sl], i, i + 1, ro + t * d, rl + t);
-        fx_emu_forward_rows(p, h->q, h->k, h->v, s.b[sl], s.h[sl], i, i + 1, eo + t * d, el + t);
+        int sl = s.slice[t], i = s.rows[t];
+        const fx_seq_view v = seq_view(p, h, s.b[sl]);
+        fx_ref_forward_rows(&v.p, v.q, v.k, v.v, 0, s.h[sl], i, i + 1, ro + t * d, rl + t);
+        fx_emu_forward_rows(&v.p, v.q, v.k, v.v, 0, s.h[sl], i, i + 1, eo + t * d, el + t);
     }
     for (size_t t = 0; t < total; ++t) {
-        int sl = (int)(t / nr), i = s.rows[t % nr], b = s.b[sl], hh = s.h[sl];
+        int sl = s.slice[t], i = s.rows[t], b = s.b[sl], hh = s.h[sl];
+        const int row = fx_seq_start_q(p, b) + i;
         for (int col = 0; col < d; ++col) {
-            float x = st->o_h[fx_offset(fx_layout_q(p), b, i, hh, col)];
+            float x = st->o_h[fx_offset(lq, b, row, hh, col)];
             fx_err_acc_add(&o, x, ro[t * d + col]);
             fx_err_acc_add(&oe, eo[t * d + col], ro[t * d + col]);
         }
-        float xl = st->lse_h[((size_t)b * p->heads_q + hh) * p->seqlen_q + i];
+        float xl = st->lse_h[fx_lse_index(p, b, hh, i)];
         fx_err_acc_add(&l, xl, rl[t]);
         fx_err_acc_add(&le, el[t], rl[t]);
     }
@@ -121,11 +171,12 @@ void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h
     free(ro);
     free(eo);
     free(s.rows);
+    free(s.slice);
     out->o = fx_err_acc_result(&o);
     out->lse = fx_err_acc_result(&l);
     out->o_emu = fx_err_acc_result(&oe);
     out->lse_emu = fx_err_acc_result(&le);
-    out->rows = (size_t)s.n_slices * nr;
+    out->rows = total;
     out->o_pass = fx_pass(out->o, out->o_emu, p->dtype, &out->o_bound);
     out->lse_pass = fx_pass_lse(out->lse, out->lse_emu, &out->lse_bound);
     out->pass = out->o_pass && out->lse_pass;
@@ -168,20 +219,24 @@ void fx_check_backward(const fx_problem *p, int ref_slices, const fx_case_host *
                              : (int)(fx_rng_u64(p->seed, FX_RNG_STREAM_BWD_GROUPS, (uint64_t)gi) %
                                      (uint64_t)groups_total);
         int b = flat / p->heads_kv, hk = flat % p->heads_kv;
-        fx_ref_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, rq, rk, rv);
-        fx_emu_backward_group(p, h->q, h->k, h->v, h->dout, b, hk, eq, ek, ev);
+        /* Sequence b on its own (a view: fx_seq_problem), its rows at their packed offsets. */
+        const fx_seq_view v = seq_view(p, h, b);
+        const int sq = v.p.seqlen_q, sk = v.p.seqlen_k;
+        const int q0 = fx_seq_start_q(p, b), k0 = fx_seq_start_k(p, b);
+        fx_ref_backward_group(&v.p, v.q, v.k, v.v, v.dout, 0, hk, rq, rk, rv);
+        fx_emu_backward_group(&v.p, v.q, v.k, v.v, v.dout, 0, hk, eq, ek, ev);
         for (int g = 0; g < G; ++g)
-            for (int i = 0; i < p->seqlen_q; ++i)
+            for (int i = 0; i < sq; ++i)
                 for (int col = 0; col < d; ++col) {
-                    size_t r = ((size_t)g * p->seqlen_q + i) * d + col;
-                    float x = st->dq_h[fx_offset(fx_layout_q(p), b, i, hk * G + g, col)];
+                    size_t r = ((size_t)g * sq + i) * d + col;
+                    float x = st->dq_h[fx_offset(fx_layout_q(p), b, q0 + i, hk * G + g, col)];
                     fx_err_acc_add(&acc[0], x, rq[r]);
                     fx_err_acc_add(&emu[0], eq[r], rq[r]);
                 }
-        for (int j = 0; j < p->seqlen_k; ++j)
+        for (int j = 0; j < sk; ++j)
             for (int col = 0; col < d; ++col) {
                 size_t r = (size_t)j * d + col;
-                size_t x = fx_offset(fx_layout_kv(p), b, j, hk, col);
+                size_t x = fx_offset(fx_layout_kv(p), b, k0 + j, hk, col);
                 fx_err_acc_add(&acc[1], st->dk_h[x], rk[r]);
                 fx_err_acc_add(&emu[1], ek[r], rk[r]);
                 fx_err_acc_add(&acc[2], st->dv_h[x], rv[r]);
@@ -215,14 +270,58 @@ bool fx_compare_prev(fx_err e, double bound, const char *what, const char *prev_
     return pass;
 }
 
+void fx_place_seq_forward(const fx_problem *p, int b, const float *o_seq, const float *lse_seq,
+                          float *o, float *lse)
+{
+    const int len = fx_seq_len_q(p, b);
+    const fx_layout lq = fx_layout_q(p);
+    /* The sub-problem's rows have the packed row stride: its O is one block of rows. */
+    const size_t first = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
+    const size_t n = (size_t)len * (size_t)lq.row_stride;
+    for (size_t x = 0; x < n; ++x)
+        o[first + x] = o_seq ? o_seq[x] : 0.0f;
+    for (int h = 0; h < p->heads_q; ++h)
+        for (int i = 0; i < len; ++i)
+            lse[fx_lse_index(p, b, h, i)] = lse_seq ? lse_seq[(size_t)h * len + i] : -INFINITY;
+}
+
+bool fx_prev_per_seq(const fx_stage *prev, const fx_problem *p)
+{
+    return p->varlen && !prev->caps.varlen;
+}
+
+/* Whether stage s covers p: its capabilities do, or (the forward of a varlen batch on a
+ * fixed-length stage) they cover every sequence that has queries and keys, each as the
+ * fixed-length problem of batch 1 fx_seq_problem makes. 0, or fx_stage_supports's code
+ * with the reason (naming the sequence) in why. */
+static int prev_covers(const fx_stage *s, const fx_problem *p, bool backward, char *why,
+                       size_t why_len)
+{
+    if (!fx_prev_per_seq(s, p) || backward)
+        return fx_stage_supports(s, p, backward, why, why_len);
+    for (int b = 0; b < p->batch; ++b) {
+        const fx_problem sp = fx_seq_problem(p, b);
+        if (sp.seqlen_q == 0 || sp.seqlen_k == 0)
+            continue; /* nothing to run: fx_case.c expects O = 0, LSE = -inf there */
+        char tmp[256];
+        const int rc = fx_stage_supports(s, &sp, false, tmp, sizeof tmp);
+        if (rc != 0) {
+            snprintf(why, why_len, "sequence %d (sq=%d sk=%d) as a fixed-length batch: %s", b,
+                     sp.seqlen_q, sp.seqlen_k, tmp);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 const fx_stage *fx_find_prev(const fx_ctx *c, const fx_problem *p, bool backward, char *why,
                              size_t why_len)
 {
-    char tmp[256];
+    char tmp[384];
     why[0] = '\0';
     for (int i = c->n_stages - 2; i >= 0; --i) {
         const fx_stage *s = c->stages[i];
-        if (fx_stage_supports(s, p, backward, tmp, sizeof tmp) == 0) {
+        if (prev_covers(s, p, backward, tmp, sizeof tmp) == 0) {
             int need = s->caps.sm90a_only ? 90 : s->caps.min_sm;
             int cc = 10 * c->dev.cc_major + c->dev.cc_minor;
             if (cc >= need && (!s->caps.sm90a_only || cc == 90))

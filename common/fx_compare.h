@@ -44,13 +44,17 @@ extern const char *const fx_grad_names[3];
 /* The stage's forward outputs `st` against the fp64 reference and the emulation on h's
  * inputs, over sampled rows: every (batch, head) slice when the problem is within
  * FX_REF_BUDGET_FWD and FX_MAX_REF_SLICES slices, else `ref_slices` of them (the first,
- * the last, others by seed), with the first and last rows and evenly spaced ones between. */
+ * the last, others by seed), with the first and last rows and evenly spaced ones between.
+ * A variable-length batch's slices are (sequence, head) over the sequences with query rows,
+ * each with rows of its own length; the reference runs each sequence as fx_seq_problem's
+ * batch-1 problem on views of h's packed inputs, and reads st at the packed positions. */
 void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h,
                       const fx_outputs *st, fx_fwd_check *out);
 
 /* The stage's gradients against the fp64 reference and the emulation over whole (batch,
- * kv head) groups: all of them within FX_REF_BUDGET_BWD, else at most `ref_slices`;
- * out->ran is false (and pass true) when even one group is over the budget. */
+ * kv head) groups (of a variable-length batch: (sequence, kv head), as the forward): all
+ * of them within FX_REF_BUDGET_BWD, else at most `ref_slices`; out->ran is false (and pass
+ * true) when even one group is over the budget. */
 void fx_check_backward(const fx_problem *p, int ref_slices, const fx_case_host *h,
                        const fx_outputs *st, fx_bwd_check *out);
 
@@ -61,9 +65,25 @@ bool fx_compare_prev(fx_err e, double bound, const char *what, const char *prev_
 
 /* The nearest earlier stage of c whose capabilities cover p (and the backward when
  * `backward`) and whose architecture c's device meets (DESIGN.md, "The previous-stage
- * rule"), or NULL with the reason in `why`. */
+ * rule"), or NULL with the reason in `why`. For the forward of a variable-length batch a
+ * stage without caps.varlen covers p when it covers each of its sequences that has query
+ * rows and keys as a fixed-length problem of batch 1 (fx_seq_problem): fx_prev_per_seq. */
 const fx_stage *fx_find_prev(const fx_ctx *c, const fx_problem *p, bool backward, char *why,
                              size_t why_len);
+
+/* Places sequence b's forward outputs, computed as the fixed-length problem of batch 1
+ * fx_seq_problem(p, b) makes, at their rows of the variable-length batch p's outputs:
+ * o_seq [seqlen_q(b), heads_q, head_dim] into o [fx_numel_q(p)] from row cu_seqlens_q[b],
+ * lse_seq [heads_q, seqlen_q(b)] into lse [fx_numel_lse(p)] at h·total_q + cu_seqlens_q[b].
+ * o_seq and lse_seq NULL: the sequence has no key to run on (a fixed-length stage needs
+ * seqlen_k >= 1), and its rows get what the contract says, O = 0 and LSE = -inf. */
+void fx_place_seq_forward(const fx_problem *p, int b, const float *o_seq, const float *lse_seq,
+                          float *o, float *lse);
+
+/* Whether previous stage `prev` runs p sequence by sequence: p is a variable-length batch
+ * and prev has no caps.varlen (fx_case.c then runs each sequence as a batch-1 problem on
+ * views of the packed inputs). */
+bool fx_prev_per_seq(const fx_stage *prev, const fx_problem *p);
 
 #ifdef __cplusplus
 }

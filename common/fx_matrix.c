@@ -33,6 +33,60 @@ static const fx_shape matrix_shapes[] = {
     {1, 1, 300, 1, 1, true, false, "one query row (decode), causal"},
 };
 
+/* Variable-length batches, for stages with caps.varlen. The first runs at every head_dim
+ * (it holds the masking edges: lengths 0 and 1, the kBlockM = 128 tile ± 1, causal with
+ * seqlen_q != seqlen_k per sequence), the rest at the first and last of each dtype. */
+enum { FX_MATRIX_VARLEN_MAX_SEQS = 6 };
+typedef struct fx_varlen_shape {
+    int n; /* sequences */
+    int seqlens_q[FX_MATRIX_VARLEN_MAX_SEQS], seqlens_k[FX_MATRIX_VARLEN_MAX_SEQS];
+    int seqused_k[FX_MATRIX_VARLEN_MAX_SEQS]; /* all 0: no seqused_k */
+    int heads_q, heads_kv;
+    bool causal;
+    const char *why;
+} fx_varlen_shape;
+
+static const fx_varlen_shape matrix_varlen_shapes[] = {
+    {4,
+     {0, 1, 127, 129},
+     {5, 0, 129, 300},
+     {0},
+     2,
+     2,
+     true,
+     "varlen, causal: lengths 0 and 1, tiles ± 1, seqlen_q != seqlen_k"},
+    {5,
+     {128, 127, 129, 1, 200},
+     {128, 127, 129, 1, 65},
+     {0},
+     4,
+     2,
+     false,
+     "varlen, GQA: tile-sized sequences and ± 1"},
+    {3,
+     {200, 65, 1},
+     {65, 200, 300},
+     {0},
+     2,
+     2,
+     true,
+     "varlen, causal: seqlen_q > seqlen_k (rows that see no key) and <"},
+    {3,
+     {64, 100, 3},
+     {200, 150, 10},
+     {130, 0, 7},
+     2,
+     1,
+     false,
+     "varlen, seqused_k (a sequence using none of its keys), MQA"},
+};
+
+/* The offsets a varlen case's problem points to, alive while it runs. */
+typedef struct fx_varlen_storage {
+    int cu_q[FX_MATRIX_VARLEN_MAX_SEQS + 1], cu_k[FX_MATRIX_VARLEN_MAX_SEQS + 1];
+    int seqused_k[FX_MATRIX_VARLEN_MAX_SEQS];
+} fx_varlen_storage;
+
 /* Representatives of "multiples of m up to max": a non-power of two, the common sizes,
  * FA3's largest, and the smallest. */
 static const int matrix_head_dim_candidates[] = {40, 64, 96, 128, 256, 8};
@@ -74,6 +128,75 @@ static fx_problem matrix_problem(const fx_shape *sh, int d, fx_dtype dt, int ind
     return p;
 }
 
+/* The varlen problem of shape sh, its offsets in st (fx_problem.h's packed layout). */
+static fx_problem matrix_varlen_problem(const fx_varlen_shape *sh, int d, fx_dtype dt, int index,
+                                        bool fuzz, fx_varlen_storage *st)
+{
+    const fx_shape base = {sh->n, 1, 1, sh->heads_q, sh->heads_kv, sh->causal, false, sh->why};
+    fx_problem p = matrix_problem(&base, d, dt, index, fuzz);
+    bool used = false;
+    for (int b = 0; b < sh->n; ++b)
+        used |= sh->seqused_k[b] != 0;
+    st->cu_q[0] = st->cu_k[0] = 0;
+    p.seqlen_q = p.seqlen_k = 0;
+    for (int b = 0; b < sh->n; ++b) {
+        const int keys = used ? sh->seqused_k[b] : sh->seqlens_k[b];
+        st->cu_q[b + 1] = st->cu_q[b] + sh->seqlens_q[b];
+        st->cu_k[b + 1] = st->cu_k[b] + sh->seqlens_k[b];
+        st->seqused_k[b] = sh->seqused_k[b];
+        p.seqlen_q = sh->seqlens_q[b] > p.seqlen_q ? sh->seqlens_q[b] : p.seqlen_q;
+        p.seqlen_k = keys > p.seqlen_k ? keys : p.seqlen_k;
+    }
+    p.varlen = true;
+    p.total_q = st->cu_q[sh->n];
+    p.total_k = st->cu_k[sh->n];
+    p.cu_seqlens_q = st->cu_q;
+    p.cu_seqlens_k = st->cu_k;
+    p.seqused_k = used ? st->seqused_k : NULL;
+    return p;
+}
+
+/* The matrix's tally. */
+typedef struct fx_tally {
+    int passed, failed, skipped;
+} fx_tally;
+
+/* Runs one case of the matrix (c's modes) and prints its line. */
+static void matrix_case(fx_ctx *c, fx_problem *p, const char *why_text, fx_tally *t)
+{
+    char why[256];
+    if (fx_problem_validate(p, why, sizeof why) != 0) {
+        printf("  skip: %s\n", why);
+        ++t->skipped;
+        return;
+    }
+    fx_case_result res;
+    char line[512];
+    fx_problem_format(p, line, sizeof line);
+    int rc = fx_run_case(c, p, false, &res);
+    /* The matrix holds only shapes the capabilities cover: a refusal of one (exit 2, from
+     * check_problem) is a regression, not a skip; a shape this GPU lacks the shared memory
+     * for (77) is a skip. */
+    const char *verdict = rc == 0 ? "PASS" : rc == FX_EXIT_NO_GPU ? "SKIP" : "FAIL";
+    printf("  %-4s %s%s  [%s]  O err %.2e", verdict, line, c->opt.backward ? " +bwd" : "", why_text,
+           res.err_ref);
+    if (res.prev)
+        printf(" (vs %s %.2e)", res.prev->id, res.err_prev);
+    if (c->opt.backward && res.checked_bwd)
+        printf("  grad err %.2e", res.err_ref_bwd);
+    printf("\n");
+    if (rc == 0)
+        ++t->passed;
+    else if (rc == FX_EXIT_NO_GPU)
+        ++t->skipped;
+    else {
+        ++t->failed;
+        /* Re-run verbosely so the log says which tensor failed and by how much. */
+        fx_run_case(c, p, true, &res);
+    }
+    fflush(stdout);
+}
+
 int fx_run_matrix(const fx_ctx *c0)
 {
     /* Each case runs under the matrix's own modes: a copy of the program's context. */
@@ -81,7 +204,8 @@ int fx_run_matrix(const fx_ctx *c0)
     const fx_caps *caps = &c.self->caps;
     int dims[FX_MAX_HEAD_DIMS];
     int n_dims = matrix_head_dims(caps, dims);
-    int passed = 0, failed = 0, skipped = 0, index = 0;
+    fx_tally t = {0, 0, 0};
+    int index = 0;
     c.opt.check = true;
     c.opt.bench = false;
     c.opt.csv = NULL;
@@ -99,42 +223,35 @@ int fx_run_matrix(const fx_ctx *c0)
                     continue;
                 fx_problem p = matrix_problem(sh, dims[di], (fx_dtype)dt, index, c0->opt.fuzz);
                 ++index;
-                char why[256];
-                if (fx_problem_validate(&p, why, sizeof why) != 0) {
-                    printf("  skip: %s\n", why);
-                    ++skipped;
-                    continue;
-                }
                 c.opt.backward = caps->backward;
                 c.opt.repeat = (si == 0 && di == 0) ? FX_MATRIX_REPEAT : 1;
-                fx_case_result res;
-                char line[256];
-                fx_problem_format(&p, line, sizeof line);
-                int rc = fx_run_case(&c, &p, false, &res);
-                /* The matrix holds only shapes the capabilities cover: a refusal of one
-                 * (exit 2, from check_problem) is a regression, not a skip; a shape this GPU
-                 * lacks the shared memory for (77) is a skip. */
-                const char *verdict = rc == 0 ? "PASS" : rc == FX_EXIT_NO_GPU ? "SKIP" : "FAIL";
-                printf("  %-4s %s%s  [%s]  O err %.2e", verdict, line,
-                       c.opt.backward ? " +bwd" : "", sh->why, res.err_ref);
-                if (res.prev)
-                    printf(" (vs %s %.2e)", res.prev->id, res.err_prev);
-                if (c.opt.backward && res.checked_bwd)
-                    printf("  grad err %.2e", res.err_ref_bwd);
-                printf("\n");
-                if (rc == 0)
-                    ++passed;
-                else if (rc == FX_EXIT_NO_GPU)
-                    ++skipped;
-                else {
-                    ++failed;
-                    /* Re-run verbosely so the log says which tensor failed and by how much. */
-                    fx_run_case(&c, &p, true, &res);
-                }
-                fflush(stdout);
+                matrix_case(&c, &p, sh->why, &t);
             }
         }
     }
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? FX_EXIT_FAIL : FX_EXIT_OK;
+    /* The varlen cases after the fixed-length ones, whose seeds (by index) stay as they were. */
+    for (int dt = 0; caps->varlen && dt < FX_DTYPE_COUNT; ++dt) {
+        if (!(caps->dtypes & FX_DTYPE_BIT(dt)))
+            continue;
+        for (int di = 0; di < n_dims; ++di) {
+            const size_t n_varlen = sizeof matrix_varlen_shapes / sizeof matrix_varlen_shapes[0];
+            for (size_t si = 0; si < n_varlen; ++si) {
+                const fx_varlen_shape *sh = &matrix_varlen_shapes[si];
+                if (si >= 1 && di != 0 && di != n_dims - 1)
+                    continue;
+                if ((sh->causal && !caps->causal) || (sh->heads_q != sh->heads_kv && !caps->gqa))
+                    continue;
+                fx_varlen_storage st;
+                fx_problem p =
+                    matrix_varlen_problem(sh, dims[di], (fx_dtype)dt, index, c0->opt.fuzz, &st);
+                ++index;
+                /* No stage takes a varlen backward yet: caps.backward says nothing of it. */
+                c.opt.backward = false;
+                c.opt.repeat = (si == 0 && di == 0) ? FX_MATRIX_REPEAT : 1;
+                matrix_case(&c, &p, sh->why, &t);
+            }
+        }
+    }
+    printf("%d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped);
+    return t.failed ? FX_EXIT_FAIL : FX_EXIT_OK;
 }

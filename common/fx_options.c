@@ -57,6 +57,15 @@ static const fx_option_spec table[] = {
     {SIZE("--seqlen", seqlen_q, PROBLEM(seqlen_k), "seqlen_q and seqlen_k")},
     {SIZE("--seqlen-q", seqlen_q, NONE, "query rows")},
     {SIZE("--seqlen-k", seqlen_k, NONE, "keys")},
+    {"--seqlens-q", NULL, FX_OPT_LENGTHS, "L0,L1,...", 0, 0, FIELD(seqlens_q), FIELD(n_seqlens_q),
+     FX_OPT_PROBLEM,
+     "a variable-length batch: each sequence's query rows (>= 0), packed\n"
+     "without padding; sets batch, and seqlen_q to the largest unless given",
+     ""},
+    {"--seqlens-k", NULL, FX_OPT_LENGTHS, "L0,L1,...", 0, 0, FIELD(seqlens_k), FIELD(n_seqlens_k),
+     FX_OPT_PROBLEM, "each sequence's keys (>= 0), as many as --seqlens-q", "--seqlens-q"},
+    {"--seqused-k", NULL, FX_OPT_LENGTHS, "L0,L1,...", 0, 0, FIELD(seqused_k), FIELD(n_seqused_k),
+     FX_OPT_PROBLEM, "the keys each sequence attends: the first L of its --seqlens-k", "all"},
     {SIZE("--heads", heads_q, PROBLEM(heads_kv), "heads_q and heads_kv")},
     {SIZE("--heads-q", heads_q, NONE, "query heads")},
     {SIZE("--heads-kv", heads_kv, NONE, "K and V heads; heads_q must be a multiple (GQA/MQA)")},
@@ -210,6 +219,54 @@ static int parse_seed(const char *opt, const char *s, uint64_t *out, char *why, 
     return 0;
 }
 
+/* A comma list of lengths >= 0 into out[FX_VARLEN_MAX_SEQS]; *n gets the count. */
+static int parse_lengths(const char *opt, const char *s, int *out, int *n, char *why,
+                         size_t why_len)
+{
+    int count = 0;
+    for (const char *at = s;; ++count) {
+        const char *comma = strchr(at, ',');
+        size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        char item[32];
+        if (count == FX_VARLEN_MAX_SEQS) {
+            snprintf(why, why_len, "%s: more than %d sequences (FX_VARLEN_MAX_SEQS)", opt,
+                     FX_VARLEN_MAX_SEQS);
+            return FX_EXIT_USAGE;
+        }
+        if (len == 0 || len >= sizeof item) {
+            snprintf(why, why_len,
+                     "%s: '%s' is not a comma list of lengths (sequence %d's is '%.*s')", opt, s,
+                     count, (int)(len < sizeof item ? len : sizeof item - 1), at);
+            return FX_EXIT_USAGE;
+        }
+        memcpy(item, at, len);
+        item[len] = '\0';
+        long long v = 0;
+        char one[96];
+        if (parse_int(opt, item, LLONG_MIN, LLONG_MAX, &v, one, sizeof one)) {
+            snprintf(why, why_len,
+                     "%s: '%s' is not a comma list of lengths (sequence %d's is '%s')", opt, s,
+                     count, item);
+            return FX_EXIT_USAGE;
+        }
+        if (v < 0) {
+            snprintf(why, why_len, "%s: sequence %d's length %lld is negative", opt, count, v);
+            return FX_EXIT_USAGE;
+        }
+        if (v > INT_MAX) {
+            snprintf(why, why_len, "%s: sequence %d's length %lld is above %d (32-bit rows)", opt,
+                     count, v, INT_MAX);
+            return FX_EXIT_USAGE;
+        }
+        out[count] = (int)v;
+        if (!comma)
+            break;
+        at = comma + 1;
+    }
+    *n = count + 1;
+    return 0;
+}
+
 /* Parses `val` by s->kind and stores it in s's field(s) of o. */
 static int set_value(const fx_option_spec *s, const char *val, fx_options *o, char *why,
                      size_t why_len)
@@ -249,6 +306,9 @@ static int set_value(const fx_option_spec *s, const char *val, fx_options *o, ch
         }
         *AT(const char *, o, s->field) = val;
         return 0;
+    case FX_OPT_LENGTHS:
+        return parse_lengths(s->name, val, AT(int, o, s->field), AT(int, o, s->field2), why,
+                             why_len);
     case FX_OPT_FLAG: break;
     }
     snprintf(why, why_len, "%s: the option table has no parser for its kind", s->name);
@@ -290,18 +350,146 @@ static int check_logit_range(const fx_problem *p, char *why, size_t why_len)
     return FX_EXIT_USAGE;
 }
 
+/* Which sizes the command line gave (a variable-length batch derives the rest). */
+typedef struct sizes_given {
+    bool batch, seqlen_q, seqlen_k;
+} sizes_given;
+
+/* Sum of n lengths into cu[0 .. n] (prefix sums from 0); false when it passes INT32_MAX. */
+static bool prefix_sums(const int *len, int n, int *cu, long long *total)
+{
+    long long sum = 0;
+    cu[0] = 0;
+    for (int b = 0; b < n; b++) {
+        sum += len[b];
+        if (sum > INT_MAX) {
+            *total = sum;
+            return false;
+        }
+        cu[b + 1] = (int)sum;
+    }
+    *total = sum;
+    return true;
+}
+
+/* --seqlens-q/-k and --seqused-k into o->problem: a variable-length batch whose arrays
+ * live in o (fx_options.h lists the refusals). */
+static int make_varlen(fx_options *o, sizes_given given, char *why, size_t why_len)
+{
+    fx_problem *p = &o->problem;
+    const int n = o->n_seqlens_q;
+    if (!n) {
+        if (o->n_seqlens_k || o->n_seqused_k) {
+            snprintf(why, why_len,
+                     "%s needs --seqlens-q: it gives a variable-length batch's "
+                     "lengths",
+                     o->n_seqlens_k ? "--seqlens-k" : "--seqused-k");
+            return FX_EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (!o->n_seqlens_k) { /* the keys default to the queries */
+        memcpy(o->seqlens_k, o->seqlens_q, (size_t)n * sizeof(int));
+        o->n_seqlens_k = n;
+    }
+    const struct {
+        const char *name;
+        int count;
+    } lists[] = {{"--seqlens-k", o->n_seqlens_k}, {"--seqused-k", o->n_seqused_k}};
+    for (int l = 0; l < 2; l++) {
+        if (lists[l].count && lists[l].count != n) {
+            snprintf(why, why_len,
+                     "%s gives %d lengths for the %d sequences of --seqlens-q: one per sequence",
+                     lists[l].name, lists[l].count, n);
+            return FX_EXIT_USAGE;
+        }
+    }
+    if (given.batch && p->batch != n) {
+        snprintf(why, why_len,
+                 "--batch %d and --seqlens-q's %d sequences disagree (--seqlens-q "
+                 "sets the batch: leave out --batch)",
+                 p->batch, n);
+        return FX_EXIT_USAGE;
+    }
+    long long total_q = 0, total_k = 0;
+    if (!prefix_sums(o->seqlens_q, n, o->cu_seqlens_q, &total_q) ||
+        !prefix_sums(o->seqlens_k, n, o->cu_seqlens_k, &total_k)) {
+        const bool q = total_q > INT_MAX;
+        snprintf(why, why_len, "%s: the lengths sum to %lld rows, past the 32-bit index limit %d",
+                 q ? "--seqlens-q" : "--seqlens-k", q ? total_q : total_k, INT_MAX);
+        return FX_EXIT_USAGE;
+    }
+    int max_q = 0, max_k = 0;
+    long long attended = 0; /* keys attended over the batch */
+    for (int b = 0; b < n; b++) {
+        if (o->n_seqused_k && o->seqused_k[b] > o->seqlens_k[b]) {
+            snprintf(why, why_len,
+                     "--seqused-k: sequence %d's %d is above its %d keys (--seqlens-k)", b,
+                     o->seqused_k[b], o->seqlens_k[b]);
+            return FX_EXIT_USAGE;
+        }
+        const int keys = o->n_seqused_k ? o->seqused_k[b] : o->seqlens_k[b];
+        max_q = o->seqlens_q[b] > max_q ? o->seqlens_q[b] : max_q;
+        max_k = keys > max_k ? keys : max_k;
+        attended += keys;
+        const struct {
+            bool on;
+            const char *list, *limit;
+            int len, max;
+        } caps[] = {{given.seqlen_q, "--seqlens-q", "--seqlen-q", o->seqlens_q[b], p->seqlen_q},
+                    {given.seqlen_k, o->n_seqused_k ? "--seqused-k" : "--seqlens-k", "--seqlen-k",
+                     keys, p->seqlen_k}};
+        for (int c = 0; c < 2; c++) {
+            if (caps[c].on && caps[c].len > caps[c].max) {
+                snprintf(why, why_len,
+                         "%s: sequence %d's %d is above %s %d (the largest length, FA's "
+                         "max_seqlen)",
+                         caps[c].list, b, caps[c].len, caps[c].limit, caps[c].max);
+                return FX_EXIT_USAGE;
+            }
+        }
+    }
+    if (total_q == 0) {
+        snprintf(why, why_len,
+                 "--seqlens-q: every sequence has 0 query rows: the batch has "
+                 "nothing to compute (give one a length > 0)");
+        return FX_EXIT_USAGE;
+    }
+    if (attended == 0) {
+        snprintf(why, why_len,
+                 "%s: every sequence has 0 keys: no row of the batch sees a key "
+                 "(give one a length > 0)",
+                 o->n_seqused_k ? "--seqused-k" : "--seqlens-k");
+        return FX_EXIT_USAGE;
+    }
+    p->varlen = true;
+    p->batch = n;
+    p->total_q = (int)total_q;
+    p->total_k = (int)total_k;
+    p->cu_seqlens_q = o->cu_seqlens_q;
+    p->cu_seqlens_k = o->cu_seqlens_k;
+    p->seqused_k = o->n_seqused_k ? o->seqused_k : NULL;
+    if (!given.seqlen_q)
+        p->seqlen_q = max_q;
+    if (!given.seqlen_k)
+        p->seqlen_k = max_k;
+    return 0;
+}
+
 /* The problem options a --matrix run would ignore: any that differs from the default. */
 static bool same_problem(const fx_problem *a, const fx_problem *b)
 {
     return a->batch == b->batch && a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k &&
            a->heads_q == b->heads_q && a->heads_kv == b->heads_kv && a->head_dim == b->head_dim &&
            a->dtype == b->dtype && a->causal == b->causal && a->dist == b->dist &&
-           a->softmax_scale == b->softmax_scale && a->qk_scale == b->qk_scale;
+           a->softmax_scale == b->softmax_scale && a->qk_scale == b->qk_scale &&
+           a->varlen == b->varlen;
 }
 
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len)
 {
     const fx_problem defaults = o->problem; /* as the caller set it: fx_options_default */
+    sizes_given given = {false, false, false};
     why[0] = '\0';
     for (int a = 1; a < argc; ++a) {
         const char *opt = argv[a];
@@ -321,6 +509,10 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
         int rc = set_value(s, argv[++a], o, why, why_len);
         if (rc != 0)
             return rc;
+        given.batch |= s->field == offsetof(fx_options, problem.batch);
+        given.seqlen_q |= s->field == offsetof(fx_options, problem.seqlen_q);
+        given.seqlen_k |= s->field == offsetof(fx_options, problem.seqlen_k) ||
+                          s->field2 == offsetof(fx_options, problem.seqlen_k);
     }
     if (o->help)
         return 0;
@@ -340,14 +532,18 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
         return FX_EXIT_USAGE;
     }
     if (o->matrix && (o->bench || o->csv || o->repeat > 1 || o->fuzz > 0 || o->backward ||
-                      !same_problem(&o->problem, &defaults))) {
+                      !same_problem(&o->problem, &defaults) || o->n_seqlens_q || o->n_seqlens_k ||
+                      o->n_seqused_k)) {
         snprintf(why, why_len,
                  "--matrix runs its own cases, made from the stage's capabilities (with the "
                  "backward where the stage has one): it takes no --bench, --csv, --repeat, "
                  "--fuzz, --bwd or problem options");
         return FX_EXIT_USAGE;
     }
-    int rc = check_qk_scale(&o->problem, why, why_len);
+    int rc = make_varlen(o, given, why, why_len);
+    if (rc != 0)
+        return rc;
+    rc = check_qk_scale(&o->problem, why, why_len);
     if (rc != 0)
         return rc;
     rc = fx_problem_validate(&o->problem, why, why_len);

@@ -52,6 +52,15 @@ typedef struct fx_options {
     int spin_us;       /* benchmark: GPU spin before each timed call, µs (0: none; fx_gpu.h) */
     int ref_slices;    /* (batch, head) slices the reference samples on large problems */
     const char *csv;   /* append result rows to this file */
+    /* --seqlens-q, --seqlens-k, --seqused-k: per-sequence lengths, n_* of each (0: not
+     * given). fx_options_parse makes the problem a variable-length batch from them; its
+     * cu_seqlens_q/k and seqused_k then point into cu_seqlens_q/k and seqused_k here, so
+     * this struct must outlive every use of the problem (and a copy of it still points
+     * into the original). */
+    int seqlens_q[FX_VARLEN_MAX_SEQS], seqlens_k[FX_VARLEN_MAX_SEQS];
+    int seqused_k[FX_VARLEN_MAX_SEQS];
+    int n_seqlens_q, n_seqlens_k, n_seqused_k;
+    int cu_seqlens_q[FX_VARLEN_MAX_SEQS + 1], cu_seqlens_k[FX_VARLEN_MAX_SEQS + 1];
 } fx_options;
 
 /* Defaults: fx_problem_default(), no mode (fx_main then runs --check), warmup 3,
@@ -64,20 +73,28 @@ void fx_options_default(fx_options *o);
  * would overflow the dtype (FX_QK_SCALE_SIGMAS), --cpu with --bench, --matrix,
  * --repeat N > 1 or --csv, and what fx_problem_validate refuses (heads_q not a multiple
  * of heads_kv, a head_dim that is not a multiple of 8 up to 256, sizes whose element
- * count overflows a 32-bit index, a softmax scale outside [2^-100, 2^100]). With --help
- * only each option's own value is checked. */
+ * count overflows a 32-bit index, a softmax scale outside [2^-100, 2^100]).
+ * A variable-length batch (--seqlens-q; docs/harness.md, "Variable-length batches") is
+ * refused, naming the option and value, for: a length that is negative or not a number,
+ * more than FX_VARLEN_MAX_SEQS lengths, --seqlens-k or --seqused-k without --seqlens-q or
+ * with another count, a --seqused-k above its sequence's --seqlens-k, a length above an
+ * explicit --seqlen-q or --seqlen-k (FA's max_seqlen), a --batch that is not the count,
+ * lengths that sum past the 32-bit index limit, a batch without any query row or any
+ * key attended, and --matrix. With --help only each option's own value is checked. */
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len);
 
 /* ---- the table ------------------------------------------------------------------- */
 
 typedef enum fx_opt_kind {
-    FX_OPT_FLAG,  /* no value: sets a bool to true */
-    FX_OPT_INT,   /* a decimal integer in [lo, hi], stored as int */
-    FX_OPT_REAL,  /* a finite number > 0, stored as double */
-    FX_OPT_SEED,  /* decimal, or hexadecimal after 0x, stored as uint64_t; sets seed_given */
-    FX_OPT_DTYPE, /* a dtype name (fx_dtype_parse) */
-    FX_OPT_DIST,  /* a distribution name (fx_dist_parse) */
-    FX_OPT_FILE   /* a non-empty file name, stored as const char * (argv's own string) */
+    FX_OPT_FLAG,   /* no value: sets a bool to true */
+    FX_OPT_INT,    /* a decimal integer in [lo, hi], stored as int */
+    FX_OPT_REAL,   /* a finite number > 0, stored as double */
+    FX_OPT_SEED,   /* decimal, or hexadecimal after 0x, stored as uint64_t; sets seed_given */
+    FX_OPT_DTYPE,  /* a dtype name (fx_dtype_parse) */
+    FX_OPT_DIST,   /* a distribution name (fx_dist_parse) */
+    FX_OPT_FILE,   /* a non-empty file name, stored as const char * (argv's own string) */
+    FX_OPT_LENGTHS /* a comma list of integers >= 0, at most FX_VARLEN_MAX_SEQS: stored in
+                    * the int array at field, their count in the int at field2 */
 } fx_opt_kind;
 
 /* The section of --help an option is listed in. */

@@ -54,6 +54,65 @@ static int refuse(char *why, size_t why_len, const char *msg)
     return 2;
 }
 
+/* One cu_seqlens array: batch + 1 offsets from 0, never decreasing, ending at total. */
+static int validate_cu(const char *name, const int *cu, int batch, int total,
+                       const char *total_name, char *msg, size_t len)
+{
+    if (!cu) {
+        snprintf(msg, len, "a variable-length batch needs %s (batch + 1 row offsets)", name);
+        return 2;
+    }
+    if (cu[0] != 0) {
+        snprintf(msg, len, "%s[0] (%d) must be 0", name, cu[0]);
+        return 2;
+    }
+    for (int b = 0; b < batch; b++) {
+        if (cu[b + 1] < cu[b]) {
+            snprintf(msg, len, "%s decreases at index %d: %s[%d] (%d) < %s[%d] (%d)", name, b + 1,
+                     name, b + 1, cu[b + 1], name, b, cu[b]);
+            return 2;
+        }
+    }
+    if (cu[batch] != total) {
+        snprintf(msg, len, "%s[%d] (%d) is not %s (%d)", name, batch, cu[batch], total_name, total);
+        return 2;
+    }
+    return 0;
+}
+
+/* The varlen fields of p (fx_problem.h): the offsets, seqused_k, and seqlen_q/seqlen_k as
+ * the largest lengths. */
+static int validate_varlen(const fx_problem *p, char *msg, size_t len)
+{
+    if (p->batch > FX_VARLEN_MAX_SEQS) {
+        snprintf(msg, len, "a variable-length batch holds at most %d sequences, not %d",
+                 FX_VARLEN_MAX_SEQS, p->batch);
+        return 2;
+    }
+    if (validate_cu("cu_seqlens_q", p->cu_seqlens_q, p->batch, p->total_q, "total_q", msg, len) ||
+        validate_cu("cu_seqlens_k", p->cu_seqlens_k, p->batch, p->total_k, "total_k", msg, len))
+        return 2;
+    for (int b = 0; b < p->batch; b++) {
+        const int rows_k = p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
+        if (p->seqused_k && (p->seqused_k[b] < 0 || p->seqused_k[b] > rows_k)) {
+            snprintf(msg, len, "seqused_k[%d] (%d) is outside [0, %d], sequence %d's keys", b,
+                     p->seqused_k[b], rows_k, b);
+            return 2;
+        }
+        if (fx_seq_len_q(p, b) > p->seqlen_q) {
+            snprintf(msg, len, "seqlen_q (%d) is below sequence %d's %d query rows", p->seqlen_q, b,
+                     fx_seq_len_q(p, b));
+            return 2;
+        }
+        if (fx_seq_len_k(p, b) > p->seqlen_k) {
+            snprintf(msg, len, "seqlen_k (%d) is below sequence %d's %d keys", p->seqlen_k, b,
+                     fx_seq_len_k(p, b));
+            return 2;
+        }
+    }
+    return 0;
+}
+
 int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
 {
     char msg[256];
@@ -65,6 +124,11 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
         {"heads_q", p->heads_q}, {"heads_kv", p->heads_kv}, {"head_dim", p->head_dim},
     };
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        /* A variable-length batch may hold sequences of 0 rows only: its largest may be 0. */
+        const bool may_be_zero =
+            p->varlen && (!strcmp(sizes[s].name, "seqlen_q") || !strcmp(sizes[s].name, "seqlen_k"));
+        if (may_be_zero && sizes[s].value == 0)
+            continue;
         if (sizes[s].value <= 0) {
             snprintf(msg, sizeof msg, "%s (%d) must be positive", sizes[s].name, sizes[s].value);
             return refuse(why, why_len, msg);
@@ -95,17 +159,27 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
         return refuse(why, why_len, msg);
     }
 
-    const struct {
+    if (p->varlen && validate_varlen(p, msg, sizeof msg))
+        return refuse(why, why_len, msg);
+
+    struct element_count {
         const char *what;
         double count;
-    } counts[] = {
+    };
+    const struct element_count fixed_counts[] = {
         {"Q/O (batch*seqlen_q*heads_q*head_dim)",
          count3(p->batch, p->seqlen_q, p->heads_q) * p->head_dim},
         {"K/V (batch*seqlen_k*heads_kv*head_dim)",
          count3(p->batch, p->seqlen_k, p->heads_kv) * p->head_dim},
         {"LSE (batch*heads_q*seqlen_q)", count3(p->batch, p->heads_q, p->seqlen_q)},
     };
-    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+    const struct element_count varlen_counts[] = {
+        {"Q/O (total_q*heads_q*head_dim)", count3(p->total_q, p->heads_q, p->head_dim)},
+        {"K/V (total_k*heads_kv*head_dim)", count3(p->total_k, p->heads_kv, p->head_dim)},
+        {"LSE (heads_q*total_q)", count3(1, p->heads_q, p->total_q)},
+    };
+    const struct element_count *counts = p->varlen ? varlen_counts : fixed_counts;
+    for (size_t c = 0; c < sizeof fixed_counts / sizeof fixed_counts[0]; c++) {
         if (counts[c].count > FX_INDEX_LIMIT) {
             snprintf(msg, sizeof msg, "%s has %.0f elements, more than the 32-bit index limit %.0f",
                      counts[c].what, counts[c].count, FX_INDEX_LIMIT);
@@ -136,7 +210,7 @@ fx_layout fx_layout_q(const fx_problem *p)
     fx_layout l;
     l.head_stride = p->head_dim;
     l.row_stride = (int64_t)p->heads_q * p->head_dim;
-    l.batch_stride = (int64_t)p->seqlen_q * l.row_stride;
+    l.batch_stride = p->varlen ? 0 : (int64_t)p->seqlen_q * l.row_stride;
     return l;
 }
 
@@ -145,23 +219,74 @@ fx_layout fx_layout_kv(const fx_problem *p)
     fx_layout l;
     l.head_stride = p->head_dim;
     l.row_stride = (int64_t)p->heads_kv * p->head_dim;
-    l.batch_stride = (int64_t)p->seqlen_k * l.row_stride;
+    l.batch_stride = p->varlen ? 0 : (int64_t)p->seqlen_k * l.row_stride;
     return l;
+}
+
+/* Query and key rows of the whole batch: packed totals, or batch·seqlen. */
+static size_t rows_q(const fx_problem *p)
+{
+    return p->varlen ? (size_t)p->total_q : (size_t)p->batch * (size_t)p->seqlen_q;
+}
+static size_t rows_k(const fx_problem *p)
+{
+    return p->varlen ? (size_t)p->total_k : (size_t)p->batch * (size_t)p->seqlen_k;
 }
 
 size_t fx_numel_q(const fx_problem *p)
 {
-    return (size_t)p->batch * (size_t)p->seqlen_q * (size_t)p->heads_q * (size_t)p->head_dim;
+    return rows_q(p) * (size_t)p->heads_q * (size_t)p->head_dim;
 }
 
 size_t fx_numel_kv(const fx_problem *p)
 {
-    return (size_t)p->batch * (size_t)p->seqlen_k * (size_t)p->heads_kv * (size_t)p->head_dim;
+    return rows_k(p) * (size_t)p->heads_kv * (size_t)p->head_dim;
 }
 
 size_t fx_numel_lse(const fx_problem *p)
 {
-    return (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seqlen_q;
+    return (size_t)p->heads_q * rows_q(p);
+}
+
+int fx_seq_len_q(const fx_problem *p, int b)
+{
+    return p->varlen ? p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b] : p->seqlen_q;
+}
+
+int fx_seq_len_k(const fx_problem *p, int b)
+{
+    if (!p->varlen)
+        return p->seqlen_k;
+    return p->seqused_k ? p->seqused_k[b] : p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
+}
+
+int fx_seq_start_q(const fx_problem *p, int b)
+{
+    return p->varlen ? p->cu_seqlens_q[b] : 0;
+}
+
+int fx_seq_start_k(const fx_problem *p, int b)
+{
+    return p->varlen ? p->cu_seqlens_k[b] : 0;
+}
+
+fx_problem fx_seq_problem(const fx_problem *p, int b)
+{
+    fx_problem s = *p;
+    s.batch = 1;
+    s.seqlen_q = fx_seq_len_q(p, b);
+    s.seqlen_k = fx_seq_len_k(p, b);
+    s.varlen = false;
+    s.total_q = s.total_k = 0;
+    s.cu_seqlens_q = s.cu_seqlens_k = s.seqused_k = NULL;
+    return s;
+}
+
+size_t fx_lse_index(const fx_problem *p, int b, int h, int i)
+{
+    if (p->varlen)
+        return (size_t)h * (size_t)p->total_q + (size_t)p->cu_seqlens_q[b] + (size_t)i;
+    return ((size_t)b * (size_t)p->heads_q + (size_t)h) * (size_t)p->seqlen_q + (size_t)i;
 }
 
 int fx_keys_seen(const fx_problem *p, int i)
@@ -196,7 +321,15 @@ static uint64_t unmasked_pairs(const fx_problem *p)
 double fx_flops_forward(const fx_problem *p)
 {
     /* Two GEMMs (S = QKᵀ and O = PV), 2 FLOPs per multiply-add each, per pair and column. */
-    return 4.0 * p->batch * p->heads_q * p->head_dim * (double)unmasked_pairs(p);
+    if (!p->varlen)
+        return 4.0 * p->batch * p->heads_q * p->head_dim * (double)unmasked_pairs(p);
+    /* Each sequence its own mask; the sum is below 1024·2^62, exact enough in double. */
+    double pairs = 0.0;
+    for (int b = 0; b < p->batch; b++) {
+        const fx_problem s = fx_seq_problem(p, b);
+        pairs += (double)unmasked_pairs(&s);
+    }
+    return 4.0 * p->heads_q * p->head_dim * pairs;
 }
 
 double fx_flops_backward(const fx_problem *p)
@@ -263,8 +396,40 @@ void fx_problem_format(const fx_problem *p, char *buf, size_t len)
     char qk_scale[48] = "";
     if (p->qk_scale != 1.0)
         snprintf(qk_scale, sizeof qk_scale, " qk-scale=%.9g", p->qk_scale);
-    snprintf(buf, len, "b=%d sq=%d sk=%d hq=%d hkv=%d d=%d %s %s %s%s%s seed=%llu", p->batch,
-             p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim,
-             fx_dtype_name(p->dtype), p->causal ? "causal" : "non-causal", fx_dist_name(p->dist),
-             scale, qk_scale, (unsigned long long)p->seed);
+    char sizes[96];
+    if (p->varlen)
+        snprintf(sizes, sizeof sizes, "varlen b=%d sq<=%d sk<=%d tq=%d tk=%d", p->batch,
+                 p->seqlen_q, p->seqlen_k, p->total_q, p->total_k);
+    else
+        snprintf(sizes, sizeof sizes, "b=%d sq=%d sk=%d", p->batch, p->seqlen_q, p->seqlen_k);
+    int used = snprintf(buf, len, "%s hq=%d hkv=%d d=%d %s %s %s%s%s seed=%llu", sizes, p->heads_q,
+                        p->heads_kv, p->head_dim, fx_dtype_name(p->dtype),
+                        p->causal ? "causal" : "non-causal", fx_dist_name(p->dist), scale, qk_scale,
+                        (unsigned long long)p->seed);
+    if (!p->varlen || used < 0 || (size_t)used >= len)
+        return;
+    /* The lengths, as the options that give them, where they fit whole: the line then
+     * reproduces the batch. */
+    char lists[3][64];
+    const char *names[3] = {"seqlens-q", "seqlens-k", "seqused-k"};
+    size_t extra = 0;
+    for (int t = 0; t < 3; t++) {
+        lists[t][0] = '\0';
+        if (t == 2 && !p->seqused_k)
+            continue;
+        size_t off = (size_t)snprintf(lists[t], sizeof lists[t], " %s=", names[t]);
+        for (int b = 0; b < p->batch && off < sizeof lists[t]; b++) {
+            const int n = t == 0   ? p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b]
+                          : t == 1 ? p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b]
+                                   : p->seqused_k[b];
+            off += (size_t)snprintf(lists[t] + off, sizeof lists[t] - off, "%s%d", b ? "," : "", n);
+        }
+        if (off >= sizeof lists[t])
+            return; /* too long for the line: the totals stand for it */
+        extra += off;
+    }
+    if ((size_t)used + extra >= len)
+        return;
+    for (int t = 0; t < 3; t++)
+        strcat(buf, lists[t]);
 }

@@ -92,11 +92,18 @@ fx_problem fx_problem_default(void);
  * with more than
  * INT32_MAX elements (kernels index with 32-bit ints); a non-finite softmax_scale, or
  * one outside [2^-100, 2^100] once resolved (FX_SCALE_MIN, FX_SCALE_MAX of fx_problem.c).
+ * A variable-length batch (p->varlen) is refused, naming the index and values, where
+ * batch is above FX_VARLEN_MAX_SEQS, a cu_seqlens array is NULL, does not start at 0,
+ * decreases or does not end at total_q/total_k, a seqused_k[b] is negative or above its
+ * sequence's cu_seqlens_k length, or seqlen_q/seqlen_k is below a sequence's length; its
+ * sizes may be 0 only there (seqlen_q, seqlen_k, totals), and the element limits count
+ * total_q and total_k rows.
  * Returns 0, or 2 with a message naming the bad value in `why` (usage error), e.g.
  * "heads_q (6) is not a multiple of heads_kv (4)". */
 int fx_problem_validate(fx_problem *p, char *why, size_t why_len);
 
-/* Contiguous layouts of Q/O (heads_q) and K/V (heads_kv). */
+/* Contiguous layouts of Q/O (heads_q) and K/V (heads_kv); batch_stride 0 when varlen (the
+ * sequences are packed along the rows: fx_seq_start_q/k). */
 fx_layout fx_layout_q(const fx_problem *p);
 fx_layout fx_layout_kv(const fx_problem *p);
 
@@ -107,12 +114,32 @@ static inline size_t fx_offset(fx_layout l, int b, int row, int head, int d)
     return (size_t)(b * l.batch_stride + row * l.row_stride + head * l.head_stride + d);
 }
 
-/* Element counts. */
+/* Element counts (varlen: total_q or total_k in place of batch·seqlen_q or batch·seqlen_k). */
 size_t fx_numel_q(const fx_problem *p);   /* batch·seqlen_q·heads_q·head_dim  */
 size_t fx_numel_kv(const fx_problem *p);  /* batch·seqlen_k·heads_kv·head_dim */
 size_t fx_numel_lse(const fx_problem *p); /* batch·heads_q·seqlen_q           */
 
-/* Number of keys query row i sees (bottom-right causal), in [0, seqlen_k]. */
+/* Sequence b (0 <= b < batch): its query rows and the keys it attends. Fixed-length:
+ * seqlen_q and seqlen_k. Varlen: cu_seqlens_q[b+1] - cu_seqlens_q[b], and seqused_k[b] when
+ * seqused_k is set, else cu_seqlens_k[b+1] - cu_seqlens_k[b]. */
+int fx_seq_len_q(const fx_problem *p, int b);
+int fx_seq_len_k(const fx_problem *p, int b);
+/* The row of sequence b's first query (key) within batch index b of the layout: 0 for a
+ * fixed-length batch (fx_offset's batch_stride separates the sequences), cu_seqlens_q[b]
+ * (cu_seqlens_k[b]) when varlen. Row i of sequence b is fx_offset(l, b, start + i, ...). */
+int fx_seq_start_q(const fx_problem *p, int b);
+int fx_seq_start_k(const fx_problem *p, int b);
+/* Sequence b as a fixed-length problem of batch 1: seqlen_q and seqlen_k its lengths (either
+ * may be 0: fx_problem_validate refuses that, the reference does not), varlen false, the
+ * rest p's. Its tensors are views of p's: rows from fx_seq_start_q/k(p, b), p's row and head
+ * strides (the same as the sub-problem's contiguous ones). */
+fx_problem fx_seq_problem(const fx_problem *p, int b);
+/* Index of LSE row i of (sequence b, query head h): (b·heads_q + h)·seqlen_q + i, or
+ * h·total_q + cu_seqlens_q[b] + i when varlen. */
+size_t fx_lse_index(const fx_problem *p, int b, int h, int i);
+
+/* Number of keys query row i sees (bottom-right causal), in [0, seqlen_k]; for a
+ * fixed-length problem (of a varlen one: fx_seq_problem's). */
 int fx_keys_seen(const fx_problem *p, int i);
 /* Last key index row i may see (may be negative: row sees nothing). */
 static inline int fx_causal_last_key(int seqlen_q, int seqlen_k, int i)
@@ -121,7 +148,8 @@ static inline int fx_causal_last_key(int seqlen_q, int seqlen_k, int i)
 }
 
 /* FLOPs by the FA3 convention: forward 4·batch·heads_q·head_dim·(unmasked (i, j) pairs);
- * backward 2.5× forward. */
+ * varlen: 4·heads_q·head_dim·(the sum over sequences of their unmasked pairs, causal
+ * bottom-right in each); backward 2.5× forward. */
 double fx_flops_forward(const fx_problem *p);
 double fx_flops_backward(const fx_problem *p);
 
@@ -134,7 +162,10 @@ int fx_dist_parse(const char *s, fx_dist *out); /* 0 ok, -1 unknown */
 /* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1"
  * ("non-causal" when not causal; " scale=F" before the seed only when softmax_scale is
  * set and not the default 1/sqrt(head_dim); " qk-scale=X" after it only when qk_scale is
- * not 1). */
+ * not 1). Varlen: "varlen b=4 sq<=129 sk<=300 tq=257 tk=434 hq=... seed=1" (sq, sk the
+ * maxima, tq, tk the totals), then " seqlens-q=0,1,127,129 seqlens-k=5,0,129,300" (and
+ * " seqused-k=..." when set: the options that reproduce the batch) while len allows;
+ * " seqlens=..." is left out when it would not fit. */
 void fx_problem_format(const fx_problem *p, char *buf, size_t len);
 
 #ifdef __cplusplus

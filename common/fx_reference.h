@@ -6,6 +6,9 @@
  * layouts of fx_problem.h whose values are already rounded to p->dtype.
  *
  * Forward rows are independent, so large problems check a sample of query rows.
+ * The functions take a fixed-length problem; a variable-length batch is evaluated one
+ * sequence at a time as fx_seq_problem's batch-1 problem on views of its packed tensors
+ * (fx_compare.c).
  * A key's gradient needs every query row of its (batch, kv head) slice and all
  * query heads of its group, so the backward evaluates whole groups.
  *

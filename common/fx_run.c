@@ -79,6 +79,9 @@ void fx_inputs_free(fx_inputs *in)
     cudaFree(in->k);
     cudaFree(in->v);
     cudaFree(in->dout);
+    cudaFree(in->cu_seqlens_q);
+    cudaFree(in->cu_seqlens_k);
+    cudaFree(in->seqused_k);
     memset(in, 0, sizeof *in);
 }
 
@@ -106,6 +109,25 @@ cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, bool back
         return err;
     if (backward && (err = input_make(p, FX_T_DO, h->dob, nq, &in->dout, "dO")))
         return err;
+    if (p->varlen) {
+        const struct {
+            const int *host;
+            int **dev;
+            int n;
+            const char *what;
+        } offsets[] = {{p->cu_seqlens_q, &in->cu_seqlens_q, p->batch + 1, "cu_seqlens_q"},
+                       {p->cu_seqlens_k, &in->cu_seqlens_k, p->batch + 1, "cu_seqlens_k"},
+                       {p->seqused_k, &in->seqused_k, p->batch, "seqused_k"}};
+        for (int t = 0; t < 3; t++) {
+            const size_t bytes = (size_t)offsets[t].n * sizeof(int);
+            if (!offsets[t].host)
+                continue;
+            if ((err = dev_alloc((void **)offsets[t].dev, bytes, offsets[t].what)) ||
+                (err = FX_CUDA(
+                     cudaMemcpy(*offsets[t].dev, offsets[t].host, bytes, cudaMemcpyHostToDevice))))
+                return err;
+        }
+    }
     /* A kernel error of the fill surfaces here, not inside the stage's first launch. */
     return FX_CUDA(cudaDeviceSynchronize());
 }
@@ -290,6 +312,9 @@ cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool
                            .k_layout = lkv,
                            .v_layout = lkv,
                            .o_layout = lq,
+                           .cu_seqlens_q = in->cu_seqlens_q,
+                           .cu_seqlens_k = in->cu_seqlens_k,
+                           .seqused_k = in->seqused_k,
                            .workspace = r->workspace,
                            .workspace_bytes = r->workspace_bytes,
                            .stream = 0};

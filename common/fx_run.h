@@ -46,17 +46,20 @@ void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h);
 void fx_host_free(fx_case_host *h);
 
 /* The inputs on the device, for problem p (which must outlive them); dout NULL without
- * a backward. */
+ * a backward. A variable-length batch also has its offsets there: cu_seqlens_q/k (batch + 1
+ * ints each) and seqused_k (batch ints, NULL when p->seqused_k is), copies of p's; all
+ * three NULL for a fixed-length batch. */
 typedef struct fx_inputs {
     const fx_problem *p;
     void *q, *k, *v, *dout;
+    int *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
 } fx_inputs;
 
 /* Allocates the inputs on the device: copies h's bits there, or, where h holds none (a
  * run that only times: h zeroed), draws them there (fx_fill_bits_device: the same
- * numbers). dO only when `backward`. Returns a CUDA error, or cudaErrorMemoryAllocation
- * after naming the bytes (fx_error) when one does not fit. On an error the caller still
- * frees `in`. */
+ * numbers). dO only when `backward`; a varlen batch's offsets copied from p's. Returns a
+ * CUDA error, or cudaErrorMemoryAllocation after naming the bytes (fx_error) when one does
+ * not fit. On an error the caller still frees `in`. */
 cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, bool backward,
                            fx_inputs *in);
 /* Draws each input on the device again and compares its bits with h's (which a checked
@@ -91,9 +94,10 @@ typedef struct fx_run {
 } fx_run;
 
 /* Runs stage s on `in` once: the forward, and the backward when `backward`, each after
- * poisoning its outputs, then copies the outputs to the host. The outputs and workspace
- * are allocated on the first call and reused by later ones on the same problem (the
- * first call decides whether the gradients exist). Returns a CUDA error, or
+ * poisoning its outputs, then copies the outputs to the host. The arguments get in's
+ * layouts and, for a variable-length batch, in's device offsets (fx_fwd_args). The
+ * outputs and workspace are allocated on the first call and reused by later ones on the
+ * same problem (the first call decides whether the gradients exist). Returns a CUDA error, or
  * cudaErrorMemoryAllocation after naming the bytes when a buffer does not fit. */
 cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool backward);
 /* Frees r's outputs (device and host) and workspace, and zeroes it. */

@@ -53,6 +53,10 @@ int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, cha
                  p->heads_kv);
         return 2;
     }
+    if (p->varlen && !c->varlen) {
+        snprintf(why, why_len, "a variable-length batch (--seqlens-q) is not supported");
+        return 2;
+    }
     if (backward && (!c->backward || !s->backward)) {
         snprintf(why, why_len, "there is no backward");
         return 2;
@@ -79,8 +83,9 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
                                                : "yes (--cpu; forward)";
     snprintf(buf, len,
              "  head_dim: %s\n  dtype:    %s\n  causal:   %s\n  GQA/MQA:  %s\n"
-             "  backward: %s\n  CPU model: %s\n  GPU:      sm_%d%s\n%s%s%s",
+             "  varlen:   %s\n  backward: %s\n  CPU model: %s\n  GPU:      sm_%d%s\n%s%s%s",
              dims, dtypes, c->causal ? "yes (bottom-right)" : "no", c->gqa ? "yes" : "no",
+             c->varlen ? "yes (--seqlens-q, --seqlens-k, --seqused-k)" : "no",
              c->backward ? (c->deterministic_backward ? "yes (deterministic)" : "yes") : "no", cpu,
              c->sm90a_only ? 90 : c->min_sm, c->sm90a_only ? "a (Hopper) only" : " or newer",
              c->limits ? "  limits:   " : "", c->limits ? c->limits : "", c->limits ? "\n" : "");

@@ -119,12 +119,14 @@ typedef struct fx_stage {
 #define FX_STAGE_ID_STRING FX_STRING(FX_STAGE_ID)
 #endif
 
-/* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, backward if asked) and
- * its check_problem accepts it; else 2 with the limit named in `why`, or check_problem's
- * FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g. "head_dim 80 is not supported
- * (head_dim: 64/96/128/256)". Messages here and from every check_problem name no stage: the
- * program's prefix names its own (fx_msg.h), and the previous-stage line names the stage it
- * is about. The GPU's architecture (min_sm, sm90a_only) is fx_device_open's check. */
+/* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, a variable-length batch,
+ * backward if asked) and its check_problem accepts it; else 2 with the limit named in
+ * `why`, or check_problem's FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g.
+ * "head_dim 80 is not supported (head_dim: 64/96/128/256)"; a varlen batch on a stage
+ * without caps.varlen: "a variable-length batch (--seqlens-q) is not supported". Messages
+ * here and from every check_problem name no stage: the program's prefix names its own
+ * (fx_msg.h), and the previous-stage line names the stage it is about. The GPU's
+ * architecture (min_sm, sm90a_only) is fx_device_open's check. */
 int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, char *why,
                       size_t why_len);
 
@@ -147,17 +149,18 @@ int fx_check_smem_optin(size_t needed, int head_dim, const char *what, char *why
  * K/V ring). 0, 2 or 77 with the reason in `why`, as those two. Needs no GPU. */
 int fx_check_hopper_fwd(const fx_problem *p, size_t smem_bytes, char *why, size_t why_len);
 
-/* The capabilities every Hopper forward stage (04-09) has: head_dim 64/128/256 (whole
+/* The capabilities every Hopper forward stage of 04-08 has: head_dim 64/128/256 (whole
  * 64-column slabs: one 128B-swizzled TMA box each, and from stage 05 one wgmma atom), bf16
- * and fp16, causal, GQA/MQA, no backward (stage 03 has the FA2 one, stage 11 will have
- * Hopper's), sm_90a only (the stages are built for it: TMA from 04, wgmma and setmaxnreg from
- * 05 exist only there). LIMITS: the stage's other limits in words, for --help. */
+ * and fp16, causal, GQA/MQA, fixed-length batches, no backward (stage 03 has the FA2 one,
+ * stage 11 will have Hopper's), sm_90a only (the stages are built for it: TMA from 04, wgmma
+ * and setmaxnreg from 05 exist only there). LIMITS: the stage's other limits in words, for
+ * --help. Stage 09 adds head_dim 96 and 192 and variable-length batches (its stage.c). */
 #define FX_HOPPER_FWD_CAPS(LIMITS)                                                                 \
     {                                                                                              \
         .head_dims = {64, 128, 256}, .n_head_dims = 3,                                             \
         .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16), .causal = true, .gqa = true,      \
-        .backward = false, .deterministic_backward = false, .min_sm = 90, .sm90a_only = true,      \
-        .limits = (LIMITS),                                                                        \
+        .varlen = false, .backward = false, .deterministic_backward = false, .min_sm = 90,         \
+        .sm90a_only = true, .limits = (LIMITS),                                                    \
     }
 
 /* The settings a stage reads from its environment (FX_ABLATION; stage 09's FX_SCHEDULER and
@@ -175,7 +178,8 @@ int fx_env_choice(const char *name, const char *const *values, int n, int unset,
 void fx_quote_value(const char *v, char *buf, size_t len);
 
 /* Writes the capabilities into buf (len bytes, truncated to fit) as --help prints them,
- * one "  key:      value" line each; scripts/gen_readme_stages.sh parses those lines. */
+ * one "  key:      value" line each ("  varlen:   yes (--seqlens-q)" or "no" among them);
+ * scripts/gen_readme_stages.sh parses those lines. */
 void fx_caps_describe(const fx_stage *s, char *buf, size_t len);
 
 #ifdef __cplusplus

@@ -28,6 +28,7 @@ trap 'rm -rf "$tmp"' EXIT
 #     dtype:    bf16/fp16
 #     causal:   yes (bottom-right)
 #     GQA/MQA:  yes
+#     varlen:   yes (--seqlens-q, ...)
 #     backward: yes
 #     CPU model: yes (--cpu; forward and backward)
 #     GPU:      sm_80 or newer
@@ -44,6 +45,7 @@ caps_cell() {
             else if (key == "dtype") cell = cell "; " val
             else if (key == "causal") cell = cell "; " (val ~ /^yes/ ? "causal" : "no causal")
             else if (key == "GQA/MQA") cell = cell (val ~ /^yes/ ? "; GQA/MQA" : "; no GQA")
+            else if (key == "varlen") { if (val ~ /^yes/) cell = cell "; varlen" }
             else if (key == "backward") {
                 if (val ~ /deterministic/) cell = cell "; backward (deterministic)"
                 else if (val ~ /^yes/) cell = cell "; backward"

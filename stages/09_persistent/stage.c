@@ -30,15 +30,31 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
     .summary = "stage 08 persistent: one CTA per SM loops over the tiles in a tile "
                "scheduler's order (Q blocks last to first: with the causal mask the longest "
                "first, in sections of heads sized to the L2; without it one (batch, head) at a "
-               "time), the next tile's loads overlapping this tile's epilogue",
-    .caps = FX_HOPPER_FWD_CAPS(
-        "Q, K, V, O with 16-byte aligned base and "
-        "strides (TMA); shared memory per block 114, 194 and 195 KiB at head_dim 64, "
-        "128, 256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of "
-        "the schedule off (head_dim 128 only); FX_SCHEDULER=dynamic|static and "
-        "FX_SCHED_ORDER=l2|lpt|m-fastest choose the tile scheduler (default: dynamic, "
-        "L2 sections when causal, m-fastest when not; every order takes a (batch, head)'s "
-        "Q blocks last to first; docs/09)"),
+               "time), the next tile's loads overlapping this tile's epilogue; variable-length "
+               "batches; head_dim 96 and 192 too",
+    /* Stage 08's capabilities (FX_HOPPER_FWD_CAPS) with head_dim 96 (on the 128-column tile)
+     * and 192, and variable-length batches. */
+    .caps =
+        {
+            .head_dims = {64, 96, 128, 192, 256},
+            .n_head_dims = 5,
+            .dtypes = FX_DTYPE_BIT(FX_BF16) | FX_DTYPE_BIT(FX_FP16),
+            .causal = true,
+            .gqa = true,
+            .varlen = true,
+            .backward = false,
+            .deterministic_backward = false,
+            .min_sm = 90,
+            .sm90a_only = true,
+            .limits = "Q, K, V, O with 16-byte aligned base and strides (TMA); shared memory "
+                      "per block 114, 194, 194, 219 and 195 KiB at head_dim 64, 96, 128, 192, "
+                      "256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of the "
+                      "schedule off (head_dim 128, fixed-length batches only); "
+                      "FX_SCHEDULER=dynamic|static and FX_SCHED_ORDER=l2|lpt|m-fastest choose "
+                      "the tile scheduler (default: dynamic, L2 sections when causal, m-fastest "
+                      "when not and for a varlen batch, which takes no other order; every order "
+                      "takes a (batch, head)'s Q blocks last to first; docs/09)",
+        },
     .check_problem = check_problem,
     .workspace_bytes = FX_ENTRY(fwd_workspace_bytes),
     .forward = FX_ENTRY(fwd),
