@@ -118,9 +118,9 @@ static __device__ __forceinline__ void fx_wgmma_m64n64k16_rs_fp16(float (&d)[32]
           "n"(TransB));
 }
 
-/* wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16, SS. */
+/* wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16, SS. */
 template <int TransA, int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n112k16_ss_bf16(float (&d)[56], uint64_t desc_a,
+static __device__ __forceinline__ void fx_wgmma_m64n96k16_ss_bf16(float (&d)[48], uint64_t desc_a,
                                                                 uint64_t desc_b, bool accumulate)
 {
     static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
@@ -128,13 +128,12 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_ss_bf16(float (&d)[56
     asm volatile(
         "{\n"
         "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %58, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 "
+        "  setp.ne.b32 p, %50, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55}, "
-        "%56, %57, p, 1, 1, %59, %60;\n"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "%48, %49, p, 1, 1, %51, %52;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
           "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
@@ -143,15 +142,13 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_ss_bf16(float (&d)[56
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
           "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-          "+f"(d[54]), "+f"(d[55])
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate), "n"(TransA), "n"(TransB));
 }
 
-/* wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16, RS. */
+/* wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16, RS. */
 template <int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n112k16_rs_bf16(float (&d)[56],
+static __device__ __forceinline__ void fx_wgmma_m64n96k16_rs_bf16(float (&d)[48],
                                                                 const uint32_t (&a)[4],
                                                                 uint64_t desc_b, bool accumulate)
 {
@@ -159,13 +156,12 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_rs_bf16(float (&d)[56
     asm volatile(
         "{\n"
         "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %61, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16 "
+        "  setp.ne.b32 p, %53, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55}, "
-        "{%56, %57, %58, %59}, %60, p, 1, 1, %62;\n"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "{%48, %49, %50, %51}, %52, p, 1, 1, %54;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
           "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
@@ -174,16 +170,14 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_rs_bf16(float (&d)[56
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
           "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-          "+f"(d[54]), "+f"(d[55])
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
           "n"(TransB));
 }
 
-/* wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16, SS. */
+/* wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16, SS. */
 template <int TransA, int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n112k16_ss_fp16(float (&d)[56], uint64_t desc_a,
+static __device__ __forceinline__ void fx_wgmma_m64n96k16_ss_fp16(float (&d)[48], uint64_t desc_a,
                                                                 uint64_t desc_b, bool accumulate)
 {
     static_assert((TransA == 0 || TransA == 1) && (TransB == 0 || TransB == 1),
@@ -191,13 +185,12 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_ss_fp16(float (&d)[56
     asm volatile(
         "{\n"
         "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %58, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 "
+        "  setp.ne.b32 p, %50, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55}, "
-        "%56, %57, p, 1, 1, %59, %60;\n"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "%48, %49, p, 1, 1, %51, %52;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
           "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
@@ -206,15 +199,13 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_ss_fp16(float (&d)[56
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
           "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-          "+f"(d[54]), "+f"(d[55])
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate), "n"(TransA), "n"(TransB));
 }
 
-/* wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16, RS. */
+/* wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16, RS. */
 template <int TransB>
-static __device__ __forceinline__ void fx_wgmma_m64n112k16_rs_fp16(float (&d)[56],
+static __device__ __forceinline__ void fx_wgmma_m64n96k16_rs_fp16(float (&d)[48],
                                                                 const uint32_t (&a)[4],
                                                                 uint64_t desc_b, bool accumulate)
 {
@@ -222,13 +213,12 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_rs_fp16(float (&d)[56
     asm volatile(
         "{\n"
         "  .reg .pred p;\n"
-        "  setp.ne.b32 p, %61, 0;\n"
-        "  wgmma.mma_async.sync.aligned.m64n112k16.f32.f16.f16 "
+        "  setp.ne.b32 p, %53, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55}, "
-        "{%56, %57, %58, %59}, %60, p, 1, 1, %62;\n"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "{%48, %49, %50, %51}, %52, p, 1, 1, %54;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
           "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
@@ -237,9 +227,7 @@ static __device__ __forceinline__ void fx_wgmma_m64n112k16_rs_fp16(float (&d)[56
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
           "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
           "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-          "+f"(d[54]), "+f"(d[55])
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate),
           "n"(TransB));
 }
@@ -732,13 +720,13 @@ static __device__ void fx_wgmma_m64n64k16_ss_fp16(float (&)[32], uint64_t, uint6
 template <int TransB>
 static __device__ void fx_wgmma_m64n64k16_rs_fp16(float (&)[32], const uint32_t (&)[4], uint64_t, bool) = delete;
 template <int TransA, int TransB>
-static __device__ void fx_wgmma_m64n112k16_ss_bf16(float (&)[56], uint64_t, uint64_t, bool) = delete;
+static __device__ void fx_wgmma_m64n96k16_ss_bf16(float (&)[48], uint64_t, uint64_t, bool) = delete;
 template <int TransB>
-static __device__ void fx_wgmma_m64n112k16_rs_bf16(float (&)[56], const uint32_t (&)[4], uint64_t, bool) = delete;
+static __device__ void fx_wgmma_m64n96k16_rs_bf16(float (&)[48], const uint32_t (&)[4], uint64_t, bool) = delete;
 template <int TransA, int TransB>
-static __device__ void fx_wgmma_m64n112k16_ss_fp16(float (&)[56], uint64_t, uint64_t, bool) = delete;
+static __device__ void fx_wgmma_m64n96k16_ss_fp16(float (&)[48], uint64_t, uint64_t, bool) = delete;
 template <int TransB>
-static __device__ void fx_wgmma_m64n112k16_rs_fp16(float (&)[56], const uint32_t (&)[4], uint64_t, bool) = delete;
+static __device__ void fx_wgmma_m64n96k16_rs_fp16(float (&)[48], const uint32_t (&)[4], uint64_t, bool) = delete;
 template <int TransA, int TransB>
 static __device__ void fx_wgmma_m64n128k16_ss_bf16(float (&)[64], uint64_t, uint64_t, bool) = delete;
 template <int TransB>

@@ -99,9 +99,10 @@ struct Config {
  *    O's last 32 columns 0) and drops them on the store. It costs a quarter of the tensor
  *    cores' work, as a 128-column head would (FA3 instead keeps 96 columns: 192×144 tiles,
  *    the last 32 columns in a 64B-swizzled box of their own).
- *  - d=192: 2 consumer warpgroups, 128×112 (FA3's tile for head_dim 192): S 56 + O 96 + P 28,
- *    three 64-column slabs per row; Q's 48 KiB and two K/V stages of 2 · 42 KiB leave no room
- *    for O's own staging tile, so O is staged in Q's, as at 256.
+ *  - d=192: 2 consumer warpgroups, 128×96: S 48 + O 96 + P 24, three 64-column slabs per
+ *    row. FA3's 128×112 (S 56, P 28) spilled 8 bytes here (ptxas, sm_90a, the causal kernel).
+ *    Q's 48 KiB and two K/V stages of 2 · 36 KiB leave no room for O's own staging tile, so O
+ *    is staged in Q's, as at 256.
  * Registers after setmaxnreg (the budgets of the public FA3 kernels): d=64, 512 threads:
  * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=96 to 256, 384 threads:
  * entry cap 168, producer 24, consumers 240 (24 + 2·240 = 504).
@@ -109,7 +110,7 @@ struct Config {
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
 using ConfigD96 = Config<128, 2, 128, 2, 24, 240, 96>;
 using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
-using ConfigD192 = Config<192, 2, 112, 2, 24, 240>;
+using ConfigD192 = Config<192, 2, 96, 2, 24, 240>;
 using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
 
 /* ---------------------------------------------------------------------------------
@@ -324,10 +325,10 @@ __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int
  * scheduler: the (batch, head) pairs in sections of `section` pairs (causal: as many as
  * have their K and V in the L2 together, sized by the host; else one pair, m-fastest), a
  * section's tiles before the next section's; inside a section the Q blocks from the last to
- * the first, the section's pairs side by side at each. With causal masking the last Q block sees the most keys, so the longest tiles go
- * first and the short ones fill the end of the launch (with the dynamic fetch: round-robin
- * over a sorted order is not balanced, docs/09); the CTAs running at one time read the K
- * and V of one section, which stay in the L2.
+ * the first, the section's pairs side by side at each. With causal masking the last Q block
+ * sees the most keys, so the longest tiles go first and the short ones fill the end of the
+ * launch (with the dynamic fetch: round-robin over a sorted order is not balanced, docs/09);
+ * the CTAs running at one time read the K and V of one section, which stay in the L2.
  * ------------------------------------------------------------------------------ */
 
 struct SchedParams {
