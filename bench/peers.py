@@ -84,12 +84,12 @@ jagged tensors over the same packed buffers (torch.nested.nested_tensor_from_jag
 the offsets and the min/max lengths given, so that SDPA need not read them back from the
 GPU), transposed to [batch, heads, j, head_dim], SDPA with is_causal under the backend:
 PyTorch's FlashAttention-2 varlen kernel, and the memory-efficient one. Their Python
-dispatch is slow: on the H200 with torch 2.11 (2026-12-02) a call took 3.5-4.3 ms of host
-time (without waiting for the GPU), so bench/varlen.sh spins 10 ms. Skipped for causal
+dispatch is slow, milliseconds of host time a call without waiting for the GPU
+(docs/benchmarks.md, "Variable-length batches"), so bench/varlen.sh spins 10 ms. Skipped for causal
 when a sequence has seqlen_q != seqlen_k (top-left against bottom-right), and with
 --seqused-k (nested tensors have none). sdpa_cudnn is skipped: its nested-tensor path
-waits for the GPU inside the call (measured: a call lasted the whole spin plus ~10 ms), so
-no spin keeps its host time out of the interval. The row: batch = the number of sequences,
+waits for the GPU inside the call (measured: docs/benchmarks.md), so no spin keeps its
+host time out of the interval. The row: batch = the number of sequences,
 seqlen_q and seqlen_k = the largest lengths (keys attended, with --seqused-k; or
 --seqlen-q/--seqlen-k, FA's max_seqlen, at least every length), as the stage programs
 write a varlen row; FLOPs the sum over the sequences of 4 * heads_q * head_dim *
@@ -979,12 +979,11 @@ def sdpa_varlen_refusal(ctx, pt, backend):
         return "SDPA has no varlen entry, and this PyTorch has no nested jagged tensors " \
                "(torch.nested.nested_tensor_from_jagged)", True
     if backend == "CUDNN_ATTENTION":
-        # Measured on the H200 with torch 2.11 (2026-12-02): behind a 101 ms spin its call
-        # returned after 111 ms and the GPU had passed the start event: it waits for the
-        # GPU inside the call, so no spin keeps its host time out of the interval.
+        # Its nested path waits for the GPU inside the call (measured: docs/benchmarks.md,
+        # "Variable-length batches"), so no spin keeps its host time out of the interval.
         return "SDPA has no varlen entry; its cuDNN backend takes nested jagged tensors " \
-               "but synchronizes with the GPU inside the call (torch 2.11: the call lasts " \
-               "any spin plus ~10 ms), so its time would hold host time: not timed", True
+               "but waits for the GPU inside the call (docs/benchmarks.md, Variable-length " \
+               "batches), so its time would hold host time: not timed", True
     if pt.used is not None:
         return "SDPA has no varlen entry and nested jagged tensors have no seqused_k", False
     if pt.causal and pt.lq != pt.attended:

@@ -23,9 +23,9 @@
 # Timing as every --bench run and peer times (docs/benchmarks.md, "How the runners are
 # timed"): the L2 flush, then a spin of --spin-us before the start event, the median of
 # --iters calls. The default spin here is 10000 us, not the sweep's 1000: SDPA's dispatch
-# of nested tensors took 3.5-4.3 ms of host time per call on the H200 (torch 2.11,
-# 2026-12-02), and a spin shorter than a call's host time puts that host time in the
-# interval. A longer spin costs only wall time (10 ms per timed call). FLOPs by the FA3
+# of nested tensors takes milliseconds of host time a call (docs/benchmarks.md,
+# "Variable-length batches"), and a spin shorter than a call's host time puts that host
+# time in the interval. A longer spin costs only wall time (10 ms per timed call). FLOPs by the FA3
 # convention summed over the sequences: 4·heads·head_dim·(unmasked pairs of each
 # sequence), causal bottom-right in each sequence — what the stage programs count for a
 # varlen batch (fx_flops_forward) and peers.py counts.

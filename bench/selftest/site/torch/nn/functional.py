@@ -24,7 +24,9 @@ def scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=False):
             warnings.warn("CuDNN attention kernel not used because: nested tensors")
             raise RuntimeError("No available kernel. Aborting execution.")
         dispatch, rate = COSTS[backend]
-        torch._busy(dispatch + 40)  # the nested tensors' own dispatch
+        # The nested tensors' own dispatch: milliseconds on torch 2.11 (docs/benchmarks.md,
+        # "Variable-length batches"), longer than a 1000 us spin.
+        torch._busy(dispatch + 2000)
         h, d = q.shape[1], q.shape[3]
         flops = sum(4.0 * h * d * pairs(a, b, is_causal) for a, b in zip(q.lengths, k.lengths))
         torch._gpu.enqueue(flops / rate)
