@@ -87,7 +87,8 @@ PyTorch's FlashAttention-2 varlen kernel, and the memory-efficient one. Their Py
 dispatch is slow, milliseconds of host time a call without waiting for the GPU
 (docs/benchmarks.md, "Variable-length batches"), so bench/varlen.sh spins 10 ms. Skipped for causal
 when a sequence has seqlen_q != seqlen_k (top-left against bottom-right), and with
---seqused-k (nested tensors have none). sdpa_cudnn is skipped: its nested-tensor path
+--seqused-k (nested tensors have none); GQA: SDPA's nested path refuses it (a line with
+its reason). sdpa_cudnn is skipped: its nested-tensor path
 waits for the GPU inside the call (measured: docs/benchmarks.md), so no spin keeps its
 host time out of the interval. The row: batch = the number of sequences,
 seqlen_q and seqlen_k = the largest lengths (keys attended, with --seqused-k; or
