@@ -454,6 +454,8 @@ expect "varlen.sh --dry-run without a build: stage 09 of the tree planned" \
 run_to "$T/v.out" bench/varlen.sh --build "$T/vb" --stages 08_intra_wg_overlap --no-peers \
     && rc=0 || rc=$?
 expect "varlen.sh: no stage with varlen and no peers is exit 2" rc_is "$rc" 2
+run_to "$T/v.out" bench/varlen.sh --build "$T/nobuild" --stages none --dry-run && rc=0 || rc=$?
+expect "varlen.sh --stages none: the peers alone" has "$T/v.out" '): peers(fa3,flash)$'
 run_to "$T/v.out" bench/varlen.sh --build "$T/vnogpu" --repeats 1 --iters 2 --warmup 0 \
     ${nopeers[@]+"${nopeers[@]}"} --out "$T/out/vnogpu.csv" && rc=0 || rc=$?
 expect "varlen.sh without a GPU: exit 0" rc_is "$rc" 0

@@ -31,9 +31,10 @@
 # varlen batch (fx_flops_forward) and peers.py counts.
 #
 # Options:
-#   --stages LIST     stage ids (default 09_persistent). A stage whose --help says
-#                     "varlen: no" (08_intra_wg_overlap) or has no varlen line (a build from
-#                     before the varlen harness) is not run, with a line saying so.
+#   --stages LIST     stage ids (default 09_persistent; none: the peers alone). A stage
+#                     whose --help says "varlen: no" (08_intra_wg_overlap) or has no varlen
+#                     line (a build from before the varlen harness) is not run, with a line
+#                     saying so.
 #   --lengths LIST    the sequences' query lengths (default above; k = 1024 accepted)
 #   --lengths-k LIST  their key lengths (default: --lengths)
 #   --head-dims LIST  default 64,128,256 (heads = 2048/head_dim)
@@ -220,8 +221,8 @@ fi
 # ---------------------------------------------------------------------------------------
 # The stages: those whose --help says "varlen: yes".
 
-stage_ids=() skip_lines=()
-IFS=, read -r -a stage_items <<<"$stages_opt"
+stage_ids=() skip_lines=() stage_items=()
+[[ $stages_opt == none ]] || IFS=, read -r -a stage_items <<<"$stages_opt"
 declare -A stage_seen=()
 for id in ${stage_items[@]+"${stage_items[@]}"}; do
     [[ $id =~ ^[A-Za-z0-9_.-]+$ ]] || die "--stages: '$id' is not a stage id"
