@@ -16,6 +16,10 @@ torch.nn.attention.sdpa_kernel, and FlashAttention-3 itself:
     fa3_kvcache     the same FA3's flash_attn_with_kvcache (--kvcache: the decode path,
                     split-KV by --num-splits, PackGQA by --pack-gqa)
 
+and, for a variable-length batch (--seqlens-q), FA3's flash_attn_varlen_func (row fa3) and
+SDPA's flash and memory-efficient backends on nested jagged tensors (SDPA itself has no
+varlen entry; its cuDNN backend is skipped with a line, below).
+
 and, with --gemm, two reference rows: a bf16 torch.matmul 8192x8192x8192 (torch_matmul,
 TFLOP/s) and a device-to-device copy (copy_bw: its `tflops` column holds TB/s, bytes read
 plus bytes written over the median time; `seqlen_q` holds the buffer size in MiB).
@@ -27,6 +31,9 @@ plus bytes written over the median time; `seqlen_q` holds the buffer size in MiB
     bench/peers.py --batch 1 --seqlen-q 1 --seqlen-k 8192 --heads 32 --heads-kv 8 \\
                    --head-dim 128 --backends fa3,cudnn --kvcache [--num-splits 0] \\
                    [--pack-gqa auto|0|1]                       (decode: FA3's split-KV path)
+    bench/peers.py --seqlens-q 128,2048,512 [--seqlens-k 128,4096,512] \\
+                   [--seqused-k 128,3000,512] --heads 16 --head-dim 128 [--causal] \\
+                   [--backends fa3,flash]              (a variable-length batch: varlen)
     bench/peers.py --gemm [--csv FILE] [--meta FILE]     (the reference rows, once per run)
     bench/peers.py --serve        (bench/sweep.sh: one line of the options above per request)
 
@@ -63,6 +70,32 @@ bottom-right: they agree when seqlen_q = seqlen_k, and SDPA is skipped for causa
 seqlen_q != seqlen_k. e4m3 (--dtype e4m3): FA3 only, Q, K, V drawn in bf16 and converted,
 with descale factors of 1 (q_descale, k_descale, v_descale: [batch, heads_kv] fp32),
 bf16 output.
+
+A variable-length batch (--seqlens-q L0,L1,...; FlashAttention's varlen layout, as the
+stage programs take it: docs/harness.md, "Variable-length batches"): the sequences packed
+along the rows without padding, Q [total_q, heads, head_dim], K and V [total_k, heads_kv,
+head_dim], cu_seqlens_q/k the prefix sums of --seqlens-q/-k from 0 (int32, on the GPU,
+made once outside the timed calls), --seqused-k the keys each sequence attends (the first
+N of its keys). FA3: flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k,
+max_seqlen_q, max_seqlen_k, seqused_k=..., causal=...), softmax_scale its default
+1/sqrt(head_dim) (the harness's), causal bottom-right in each sequence. SDPA has no varlen
+entry, but takes nested jagged tensors: sdpa_flash and sdpa_efficient get Q, K, V as nested
+jagged tensors over the same packed buffers (torch.nested.nested_tensor_from_jagged with
+the offsets and the min/max lengths given, so that SDPA need not read them back from the
+GPU), transposed to [batch, heads, j, head_dim], SDPA with is_causal under the backend:
+PyTorch's FlashAttention-2 varlen kernel, and the memory-efficient one. Their Python
+dispatch is slow, milliseconds of host time a call without waiting for the GPU
+(docs/benchmarks.md, "Variable-length batches"), so bench/varlen.sh spins 10 ms. Skipped for causal
+when a sequence has seqlen_q != seqlen_k (top-left against bottom-right), and with
+--seqused-k (nested tensors have none); GQA: SDPA's nested path refuses it (a line with
+its reason). sdpa_cudnn is skipped: its nested-tensor path
+waits for the GPU inside the call (measured: docs/benchmarks.md), so no spin keeps its
+host time out of the interval. The row: batch = the number of sequences,
+seqlen_q and seqlen_k = the largest lengths (keys attended, with --seqused-k; or
+--seqlen-q/--seqlen-k, FA's max_seqlen, at least every length), as the stage programs
+write a varlen row; FLOPs the sum over the sequences of 4 * heads_q * head_dim *
+(unmasked pairs), bottom-right causal per sequence (fx_flops_forward's). Forward only: no
+stage has a varlen backward yet.
 
 --direction bwd times the backward alone, as the stage programs' --bench --bwd does
 (fx_flops_backward: 2.5 times the forward's exact count, five GEMMs instead of two):
@@ -195,6 +228,13 @@ def parser(cls=argparse.ArgumentParser, prog="peers.py"):
                         "else the interface's own, 1)")
     p.add_argument("--pack-gqa", default="auto", choices=("auto", "0", "1"),
                    help="FA3's pack_gqa (auto: its heuristic)")
+    p.add_argument("--seqlens-q",
+                   help="a variable-length batch (varlen): each sequence's query rows, "
+                        "comma-separated; FA3's flash_attn_varlen_func")
+    p.add_argument("--seqlens-k", help="each sequence's keys (default: --seqlens-q)")
+    p.add_argument("--seqused-k",
+                   help="the keys each sequence attends, the first N of its --seqlens-k "
+                        "(FA3's seqused_k; default all)")
     p.add_argument("--gemm", action="store_true",
                    help="also time the torch_matmul and copy_bw reference rows")
     p.add_argument("--meta", help="append the peers' versions (key=value lines) to this file")
@@ -224,6 +264,39 @@ def flops_forward(batch, heads, head_dim, seqlen_q, seqlen_k, causal):
 def flops_backward(batch, heads, head_dim, seqlen_q, seqlen_k, causal):
     """fx_flops_backward: five GEMMs instead of two (FA3 convention), 2.5x the forward."""
     return 2.5 * flops_forward(batch, heads, head_dim, seqlen_q, seqlen_k, causal)
+
+
+VARLEN_MAX_SEQS = 1024   # FX_VARLEN_MAX_SEQS (common/fx_problem.h)
+INDEX_LIMIT = 2 ** 31 - 1  # rows a varlen batch may pack (the harness's 32-bit index limit)
+
+
+def parse_lengths(text, opt):
+    """A comma list of lengths >= 0, as the stage programs take --seqlens-q (fx_options.c);
+    raises ValueError in their words."""
+    items = text.split(",")
+    lengths = []
+    for b, item in enumerate(items):
+        item = item.strip()
+        if not item.isdigit():
+            raise ValueError("%s: '%s' is not a comma list of lengths (sequence %d's is '%s')"
+                             % (opt, text, b, item))
+        lengths.append(int(item))
+    return lengths
+
+
+def prefix_sums(lengths):
+    """cu_seqlens: 0, then the running sums (batch + 1 offsets)."""
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    return cu
+
+
+def flops_forward_varlen(heads, head_dim, seqlens_q, seqlens_k, causal):
+    """fx_flops_forward of a varlen batch: each sequence's unmasked pairs, bottom-right
+    causal per sequence (seqlens_k: the keys each attends)."""
+    return sum(flops_forward(1, heads, head_dim, sq, sk, causal)
+               for sq, sk in zip(seqlens_q, seqlens_k))
 
 
 def spin_cycles(spin_us, max_mhz):
@@ -603,6 +676,11 @@ class Point:
         self.d = args.head_dim
         self.causal = bool(args.causal)
         self.dtype = args.dtype
+        # A variable-length batch (validate_varlen): per-sequence lengths, None otherwise.
+        self.varlen = getattr(args, "varlen_lengths", None)
+        if self.varlen is not None:
+            self.lq, self.lk, self.used = self.varlen
+            self.attended = self.used if self.used is not None else self.lk
 
     def problem(self):
         return {"batch": self.b, "seqlen_q": self.sq, "seqlen_k": self.sk,
@@ -610,7 +688,10 @@ class Point:
                 "dtype": self.dtype, "causal": int(self.causal)}
 
     def flops(self, direction):
-        f = flops_forward(self.b, self.hq, self.d, self.sq, self.sk, self.causal)
+        if self.varlen is not None:
+            f = flops_forward_varlen(self.hq, self.d, self.lq, self.attended, self.causal)
+        else:
+            f = flops_forward(self.b, self.hq, self.d, self.sq, self.sk, self.causal)
         return 2.5 * f if direction == "bwd" else f
 
     def kv_bytes(self, elem):
@@ -621,6 +702,9 @@ def run_point(ctx, args):
     torch = ctx.torch
     pt = Point(args)
     wanted = [x.strip() for x in args.backends.split(",") if x.strip()]
+    if pt.varlen is not None:
+        run_varlen(ctx, args, pt, wanted)
+        return
     # The repository's layout [batch, seqlen, heads, head_dim], bf16 or fp16 (e4m3 is
     # drawn in bf16 and converted for FA3 alone).
     dtype = torch.float16 if pt.dtype == "fp16" else torch.bfloat16
@@ -793,6 +877,169 @@ def time_fa3(ctx, args, pt, qkv, dout, dirs):
         result_line(ctx, args, name, direction, timing, rate, extra)
 
 
+# ----------------------------------------------------------------------------------------
+# A variable-length batch (--seqlens-q): FA3's flash_attn_varlen_func, SDPA on nested
+# jagged tensors.
+
+def varlen_note(pt):
+    return "  varlen: %d sequences, total_q %d, total_k %d" % (pt.b, sum(pt.lq), sum(pt.lk))
+
+
+def run_varlen(ctx, args, pt, wanted):
+    """One varlen point: the packed tensors and their offsets made once, then each peer."""
+    torch = ctx.torch
+    dtype = torch.float16 if pt.dtype == "fp16" else torch.bfloat16
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(1)
+    total_q, total_k = sum(pt.lq), sum(pt.lk)
+    q = torch.randn(total_q, pt.hq, pt.d, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(total_k, pt.hk, pt.d, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(total_k, pt.hk, pt.d, device="cuda", dtype=dtype, generator=gen)
+    # The offsets on the GPU, made here, outside the timed calls (as the harness copies
+    # its cu_seqlens once before timing).
+    cu_q = torch.tensor(prefix_sums(pt.lq), dtype=torch.int32, device="cuda")
+    cu_k = cu_q if pt.lk == pt.lq else torch.tensor(prefix_sums(pt.lk), dtype=torch.int32,
+                                                    device="cuda")
+    used = None
+    if pt.used is not None:
+        used = torch.tensor(pt.used, dtype=torch.int32, device="cuda")
+    try:
+        for name in wanted:
+            if name == "fa3":
+                time_fa3_varlen(ctx, args, pt, (q, k, v), (cu_q, cu_k), used)
+                continue
+            _, peer, backend = [s for s in SDPA_PEERS if s[0] == name][0]
+            time_sdpa_varlen(ctx, args, pt, peer, backend, (q, k, v))
+    finally:
+        del q, k, v, cu_q, cu_k, used
+        torch.cuda.empty_cache()
+
+
+def time_fa3_varlen(ctx, args, pt, qkv, cu, used):
+    """FA3's flash_attn_varlen_func on the packed batch: a row and a line, or a skip line."""
+    torch = ctx.torch
+    name = "fa3"
+    fa3 = ctx.fa3
+    if fa3 is None:
+        if not ctx.fa3_said or not args.serve:
+            skip_line(name, "", ctx.fa3_why, every=True)
+            ctx.fa3_said = True
+        return
+    m = fa3.m
+    fn = getattr(m, "flash_attn_varlen_func", None)
+    why = None
+    if pt.dtype == "fp16":
+        why = fa3.lacks_feature("FLASHATTENTION_DISABLE_FP16")
+    if why is None:
+        why = fa3.lacks_feature("FLASHATTENTION_DISABLE_VARLEN")
+    if why is None and fn is None:
+        why = "this %s has no flash_attn_varlen_func" % fa3.api
+    if why is None and used is not None and not fa3.accepts(fn, "seqused_k"):
+        why = "this %s's flash_attn_varlen_func takes no seqused_k" % fa3.api
+    if why is None and (args.num_splits is not None or args.pack_gqa != "auto") \
+            and not fa3.accepts(fn, "num_splits", "pack_gqa"):
+        why = "this %s takes no num_splits/pack_gqa" % fa3.api
+    if why:
+        skip_line(name, "", why, every=True)
+        return
+    q, k, v = qkv
+    cu_q, cu_k = cu
+    # Everything after the seven positional arguments by keyword: the hopper/ builds have
+    # moved seqused_q/seqused_k and softmax_scale between versions. softmax_scale left to
+    # FA3's default, 1/sqrt(head_dim), the harness's.
+    kw = {"causal": pt.causal}
+    if used is not None:
+        kw["seqused_k"] = used
+    if args.num_splits is not None:
+        kw["num_splits"] = args.num_splits
+    if args.pack_gqa != "auto":
+        kw["pack_gqa"] = args.pack_gqa == "1"
+
+    def call():
+        return fn(q, k, v, cu_q, cu_k, pt.sq, pt.sk, **kw)
+    try:
+        call()  # an unsupported case raises here, before any timing
+        timing = ctx.time(call, args.warmup, args.iters, args.spin_us)
+    except (RuntimeError, ValueError, NotImplementedError, TypeError, AssertionError) as exc:
+        skip_line(name, "", "%s: %s" % (fa3.api, first_reason(exc, [])))
+        torch.cuda.synchronize()
+        return
+    rate = pt.flops("fwd") / (timing[0] * 1e-3) / 1e12
+    row(ctx, args, name, "fwd", pt.problem(), timing, rate)
+    result_line(ctx, args, name, "fwd", timing, rate, varlen_note(pt))
+
+
+def sdpa_varlen_refusal(ctx, pt, backend):
+    """(why SDPA cannot run this varlen point fairly, whether that holds at every point),
+    or (None, False)."""
+    from torch.nn.attention import SDPBackend
+    if not hasattr(SDPBackend, backend):
+        return "this PyTorch has no SDPBackend.%s" % backend, True
+    nested = getattr(ctx.torch, "nested", None)
+    if nested is None or not hasattr(nested, "nested_tensor_from_jagged"):
+        return "SDPA has no varlen entry, and this PyTorch has no nested jagged tensors " \
+               "(torch.nested.nested_tensor_from_jagged)", True
+    if backend == "CUDNN_ATTENTION":
+        # Its nested path waits for the GPU inside the call (measured: docs/benchmarks.md,
+        # "Variable-length batches"), so no spin keeps its host time out of the interval.
+        return "SDPA has no varlen entry; its cuDNN backend takes nested jagged tensors " \
+               "but waits for the GPU inside the call (docs/benchmarks.md, Variable-length " \
+               "batches), so its time would hold host time: not timed", True
+    if pt.used is not None:
+        return "SDPA has no varlen entry and nested jagged tensors have no seqused_k", False
+    if pt.causal and pt.lq != pt.attended:
+        return "SDPA's is_causal aligns the mask top-left, the harness bottom-right: " \
+               "they differ in a sequence with seqlen_q != seqlen_k", False
+    return None, False
+
+
+def time_sdpa_varlen(ctx, args, pt, name, backend, qkv):
+    """SDPA on nested jagged tensors over the packed buffers (the backend forced): a row
+    and a line, or a skip line with the reason SDPA gave."""
+    torch = ctx.torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    why, every = sdpa_varlen_refusal(ctx, pt, backend)
+    if why:
+        skip_line(name, "", why, every=every)
+        return
+    q, k, v = qkv
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # [batch, j, heads, head_dim] over the packed rows (views, no copy), the
+            # offsets and the shortest and longest lengths given so that SDPA need not
+            # read them back from the GPU inside the call; K and V share one offsets
+            # tensor (one ragged size), and Q shares it too when the lengths are equal.
+            off_q = torch.tensor(prefix_sums(pt.lq), dtype=torch.int64, device="cuda")
+            off_k = off_q if pt.lk == pt.lq else torch.tensor(
+                prefix_sums(pt.lk), dtype=torch.int64, device="cuda")
+
+            def jagged(values, offsets, lengths):
+                return torch.nested.nested_tensor_from_jagged(
+                    values, offsets, min_seqlen=min(lengths), max_seqlen=max(lengths))
+            nq = jagged(q, off_q, pt.lq).transpose(1, 2)
+            nk = jagged(k, off_k, pt.lk).transpose(1, 2)
+            nv = jagged(v, off_k, pt.lk).transpose(1, 2)
+            kw = {"is_causal": pt.causal}
+            if pt.hq != pt.hk:
+                kw["enable_gqa"] = True
+
+            def call():
+                return F.scaled_dot_product_attention(nq, nk, nv, **kw)
+            with sdpa_kernel(getattr(SDPBackend, backend)):
+                call()  # an unsupported case raises here, before any timing
+                timing = ctx.time(call, args.warmup, args.iters, args.spin_us)
+    except (RuntimeError, ValueError, NotImplementedError, TypeError, AssertionError) as exc:
+        skip_line(name, "", "on nested jagged tensors: " + first_reason(exc, caught))
+        torch.cuda.synchronize()
+        return
+    rate = pt.flops("fwd") / (timing[0] * 1e-3) / 1e12
+    row(ctx, args, name, "fwd", pt.problem(), timing, rate)
+    result_line(ctx, args, name, "fwd", timing, rate, varlen_note(pt))
+
+
 def run_gemm(ctx, args):
     torch = ctx.torch
     n = GEMM_SIZE
@@ -832,8 +1079,68 @@ def run_gemm(ctx, args):
     torch.cuda.empty_cache()
 
 
+def validate_varlen(args, p):
+    """A variable-length batch's usage errors (the stage programs' rules, fx_options.h);
+    fills args.batch, args.seqlen_q, args.seqlen_k (the row's: the count, the largest
+    lengths or the given max_seqlen) and args.varlen_lengths = (seqlens_q, seqlens_k,
+    seqused_k or None)."""
+    try:
+        lq = parse_lengths(args.seqlens_q, "--seqlens-q")
+        lk = parse_lengths(args.seqlens_k, "--seqlens-k") if args.seqlens_k is not None \
+            else list(lq)
+        used = parse_lengths(args.seqused_k, "--seqused-k") if args.seqused_k is not None \
+            else None
+    except ValueError as exc:
+        p.error(str(exc))
+    n = len(lq)
+    if n > VARLEN_MAX_SEQS:
+        p.error("--seqlens-q gives %d lengths: at most %d sequences (FX_VARLEN_MAX_SEQS)"
+                % (n, VARLEN_MAX_SEQS))
+    for opt, lens in (("--seqlens-k", lk), ("--seqused-k", used)):
+        if lens is not None and len(lens) != n:
+            p.error("%s gives %d lengths for the %d sequences of --seqlens-q: one per sequence"
+                    % (opt, len(lens), n))
+    if used is not None:
+        for b in range(n):
+            if used[b] > lk[b]:
+                p.error("--seqused-k: sequence %d attends %d keys, more than its %d "
+                        "(--seqlens-k)" % (b, used[b], lk[b]))
+    if args.batch is not None and args.batch != n:
+        p.error("--batch %d is not the %d sequences of --seqlens-q" % (args.batch, n))
+    attended = used if used is not None else lk
+    if sum(lq) == 0:
+        p.error("--seqlens-q: every sequence has 0 query rows: nothing to time")
+    if sum(attended) == 0:
+        p.error("--seqlens-k/--seqused-k: no sequence attends any key: nothing to time")
+    if sum(lq) > INDEX_LIMIT or sum(lk) > INDEX_LIMIT:
+        p.error("--seqlens-q/--seqlens-k: the lengths sum past %d rows" % INDEX_LIMIT)
+    sq = args.seqlen_q if args.seqlen_q is not None else args.seqlen
+    sk = args.seqlen_k if args.seqlen_k is not None else args.seqlen
+    for opt, given, longest in (("--seqlen-q", sq, max(lq)), ("--seqlen-k", sk, max(attended))):
+        if given is not None and given < longest:
+            p.error("%s %d is below the longest length, %d (with --seqlens-q it is FA's "
+                    "max_seqlen)" % (opt, given, longest))
+    if args.kvcache:
+        p.error("--kvcache with --seqlens-q: the decode path is not measured as a varlen batch")
+    if args.direction != "fwd":
+        p.error("--seqlens-q times the forward alone (no stage has a varlen backward yet)")
+    if args.dtype == "e4m3":
+        p.error("--seqlens-q with --dtype e4m3: not measured here (bf16 or fp16)")
+    args.batch = n
+    args.seqlen_q = sq if sq is not None else max(lq)
+    args.seqlen_k = sk if sk is not None else max(attended)
+    args.varlen_lengths = (lq, lk, used)
+
+
 def validate(args, p):
     """Usage errors of one request (p.error exits, or raises in --serve)."""
+    args.varlen_lengths = None
+    if args.seqlens_q is not None:
+        validate_varlen(args, p)
+    else:
+        for opt, value in (("--seqlens-k", args.seqlens_k), ("--seqused-k", args.seqused_k)):
+            if value is not None:
+                p.error("%s goes with --seqlens-q (a variable-length batch)" % opt)
     sq = args.seqlen_q if args.seqlen_q is not None else args.seqlen
     sk = args.seqlen_k if args.seqlen_k is not None else args.seqlen
     point = [args.batch, sq, sk, args.heads, args.head_dim]

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# selftest.sh — the benchmark tools tested without a GPU: bench/sweep.sh, peers.py,
-# join_sweeps.sh, compare.sh, bounds.sh, plot.sh, scripts/gen_readme_results.sh, run.sh
-# (from a tree of its own under the temporary folder) and tests/gpu/run.sh's usage errors
-# run against stand-ins (bench/selftest/): stage programs that print and write what the
-# harness does (fake_stage.sh: one with a backward, one without, an "old build" without
-# --spin-us and with an older CSV header, CPU models, refusals), a PyTorch with a
+# selftest.sh — the benchmark tools tested without a GPU: bench/sweep.sh, peers.py (its
+# variable-length batch too), varlen.sh, join_sweeps.sh, compare.sh, bounds.sh, plot.sh,
+# scripts/gen_readme_results.sh, run.sh (from a tree of its own under the temporary
+# folder) and tests/gpu/run.sh's usage errors run against stand-ins (bench/selftest/):
+# stage programs that print and write what the harness does (fake_stage.sh: one with a
+# backward, one without, an "old build" without --spin-us and with an older CSV header,
+# CPU models, refusals, varlen or not), a PyTorch with a
 # simulated GPU stream (site/torch: host dispatch costs busy-wait, GPU work runs after
 # what was enqueued before it, so a missing spin shows up as on a GPU), the fa3-fwd
 # package's interface (fa3/: its signatures, its flash_attn_config quirk, its dist-info,
@@ -141,6 +142,73 @@ if ((has_python)); then
     run_to "$T/p8.out" env FAKE_FA3_HOST_AFTER_US=3000 "${P[@]}" --backends fa3 || true
     expect "peers.py: host work after FA3's kernel seen (GPU idle before the call returned)" \
         has "$T/p8.out" 'fa3 .*GPU idle before the call returned in 4/4 calls (host time timed)'
+    # A variable-length batch (--seqlens-q): FA3's flash_attn_varlen_func, SDPA on nested
+    # jagged tensors, cuDNN skipped; rows with batch = the count, seqlen = the longest.
+    VL=336,176,888,1704,3248,16384,6208,1232,8576,128,4496,248,464,648,2352,11856
+    run_to "$T/pv.out" python3 bench/peers.py --seqlens-q "$VL" --heads 16 --head-dim 128 \
+        --iters 3 --warmup 1 --csv "$T/pv.csv" && rc=0 || rc=$?
+    expect "peers.py --seqlens-q: exit 0" rc_is "$rc" 0
+    expect "peers.py --seqlens-q: an fa3 row, batch 16, seqlen_q = seqlen_k = 16384" \
+        has "$T/pv.csv" '^fa3,fwd,.*,16,16384,16384,16,16,128,bf16,0,'
+    expect "peers.py --seqlens-q: sdpa_flash and sdpa_efficient rows (nested tensors)" \
+        test "$(grep -c '^sdpa_\(flash\|efficient\),fwd,.*,16,16384,16384,' "$T/pv.csv")" -eq 2
+    expect "peers.py --seqlens-q: sdpa_cudnn skipped, saying why" \
+        has "$T/pv.out" 'sdpa_cudnn *skipped (every point): SDPA has no varlen entry; its cuDNN'
+    # 4*16*128*(the sum of the squared lengths) = 4615.78 GFLOP, from the row's TFLOP/s * ms.
+    # shellcheck disable=SC2016 # an awk program
+    expect "peers.py --seqlens-q: FLOPs summed over the sequences" \
+        awk -F, '$1 == "fa3" { g = $20 * $17; exit !(g > 4611 && g < 4620) }' "$T/pv.csv"
+    run_to "$T/pv2.out" python3 bench/peers.py --seqlens-q 5,0,700 --seqlens-k 5,3,900 \
+        --seqused-k 5,0,800 --causal --heads 4 --head-dim 64 --iters 2 --warmup 0 \
+        --csv "$T/pv2.csv" || true
+    expect "peers.py --seqused-k: seqlen_k is the longest attended" \
+        has "$T/pv2.csv" '^fa3,fwd,.*,3,700,800,4,4,64,bf16,1,'
+    expect "peers.py --seqused-k: SDPA skipped, saying why" \
+        has "$T/pv2.out" 'sdpa_flash *skipped: SDPA has no varlen entry and nested jagged'
+    run_to "$T/pv3.out" python3 bench/peers.py --seqlens-q 5,7 --seqlens-k 9,7 --causal \
+        --heads 4 --head-dim 64 --iters 2 --warmup 0 --backends flash,fa3 || true
+    expect "peers.py --seqlens-q causal, seqlen_q != seqlen_k: SDPA skipped (top-left)" \
+        has "$T/pv3.out" 'sdpa_flash *skipped: .*top-left, the harness bottom-right'
+    expect "peers.py --seqlens-q causal, seqlen_q != seqlen_k: fa3 timed" \
+        has "$T/pv3.out" 'fa3 .*TFLOP/s.*varlen: 2 sequences, total_q 12, total_k 16'
+    run_to "$T/pv4.out" env PYTHONPATH="$S/site" python3 bench/peers.py --seqlens-q 64,32 \
+        --heads 2 --head-dim 64 --iters 2 --warmup 0 --backends fa3 || true
+    expect "peers.py --seqlens-q without FA3: one skip line" \
+        has "$T/pv4.out" 'fa3 *skipped (every point): flash_attn_interface not installed'
+    printf '%s\n' "--seqlens-q 64,32 --heads 2 --head-dim 64 --iters 2 --warmup 0" \
+        "--seqlens-q 64,x --heads 2 --head-dim 64" | python3 bench/peers.py --serve \
+        >"$T/pv5.out" 2>&1 || true
+    expect "peers.py --serve: a varlen request answered" \
+        has "$T/pv5.out" 'fa3 .*varlen: 2 sequences'
+    expect "peers.py --serve: a bad varlen request answered, not fatal" \
+        has "$T/pv5.out" "peers: bad request: --seqlens-q: '64,x' is not a comma list"
+    # The usage errors, said before PyTorch is imported (so without it, or a GPU, too).
+    while IFS='|' read -r bad_opt want; do
+        # shellcheck disable=SC2086 # the options are split on purpose
+        run_to "$T/pv6.out" env PYTHONPATH= python3 bench/peers.py $bad_opt --heads 4 \
+            --head-dim 64 && rc=0 || rc=$?
+        expect "peers.py $bad_opt: exit 2" rc_is "$rc" 2
+        expect "peers.py $bad_opt: says $want" has "$T/pv6.out" "peers.py: error: .*$want"
+    done <<'BAD'
+--seqlens-q 1,x|is not a comma list of lengths (sequence 1's is 'x')
+--seqlens-q 1,-2|is not a comma list of lengths
+--seqlens-q 1,2 --seqlens-k 1|gives 1 lengths for the 2 sequences of --seqlens-q
+--seqlens-q 1,2 --seqused-k 1,2,3|gives 3 lengths for the 2 sequences
+--seqlens-q 3 --seqlens-k 2 --seqused-k 3|attends 3 keys, more than its 2
+--seqlens-k 4|--seqlens-k goes with --seqlens-q
+--seqused-k 4|--seqused-k goes with --seqlens-q
+--seqlens-q 0,0|every sequence has 0 query rows
+--seqlens-q 4,4 --seqlens-k 0,0|no sequence attends any key
+--seqlens-q 3,4 --batch 3|--batch 3 is not the 2 sequences
+--seqlens-q 8 --seqlen-q 4|--seqlen-q 4 is below the longest length, 8
+--seqlens-q 8 --direction bwd|times the forward alone
+--seqlens-q 8 --kvcache|--kvcache with --seqlens-q
+--seqlens-q 8 --dtype e4m3|--seqlens-q with --dtype e4m3
+BAD
+    run_to "$T/pv7.out" env PYTHONPATH= python3 bench/peers.py --seqlens-q "$(printf '1,%.0s' \
+        {1..1025})1" --heads 4 --head-dim 64 && rc=0 || rc=$?
+    expect "peers.py --seqlens-q with 1026 lengths: exit 2, the limit said" \
+        has "$T/pv7.out" 'at most 1024 sequences'
 fi
 
 # ---------------------------------------------------------------------------------------
@@ -351,6 +419,86 @@ expect "bounds.sh: rows cut short or not numeric: skipped, said" \
 bench/bounds.sh "$T/good.csv" >"$T/b4.out" 2>&1 || true
 expect "bounds.sh: the skipped rows drawn as nothing (the table of the whole rows)" \
     test "$(grep -v warning "$T/b3.out")" == "$(cat "$T/b4.out")"
+
+# ---------------------------------------------------------------------------------------
+# varlen.sh: usage errors, the plan, a run (stage stand-ins with and without varlen).
+mkdir -p "$T/vb/bin" "$T/vnogpu/bin"
+mk "$T/vb" 09_persistent FAKE_VARLEN=1 FAKE_RATE=560
+mk "$T/vb" 08_intra_wg_overlap FAKE_VARLEN=0
+mk "$T/vb" 07_pingpong
+mk "$T/vnogpu" 09_persistent FAKE_VARLEN=1 FAKE_NOGPU=1
+for bad_opt in "--lengths 1,x" "--lengths 0,0" "--lengths-k 1,2" "--head-dims 100" \
+    "--head-dims 64,64" "--peers cudnn" "--peers foo" "--iters 0" "--iters 1025" \
+    "--spin-us 100001" "--stages bogus" "--causal 2" "--repeats 0" "--lengths" "--bogus" \
+    "--lengths $(printf '1,%.0s' {1..1024})1" "--out /proc/selftest.csv"; do
+    # shellcheck disable=SC2086 # the options are split on purpose
+    run_to "$T/v.out" bench/varlen.sh --build "$T/vb" $bad_opt --dry-run && rc=0 || rc=$?
+    expect "varlen.sh ${bad_opt:0:40}: exit 2" rc_is "$rc" 2
+    expect "varlen.sh ${bad_opt:0:40}: its own message" has "$T/v.out" '^varlen.sh: '
+done
+run_to "$T/v.out" bench/varlen.sh --build "$T/vb" --dry-run \
+    --stages 09_persistent,08_intra_wg_overlap,07_pingpong && rc=0 || rc=$?
+expect "varlen.sh --dry-run: exit 0" rc_is "$rc" 0
+expect "varlen.sh --dry-run: the batch" \
+    has "$T/v.out" '^varlen batch: 16 sequences, query lengths 128..16384 (58944 rows); 6 cases'
+expect "varlen.sh --dry-run: a stage without varlen skipped, said" \
+    has "$T/v.out" '08_intra_wg_overlap has no variable-length batch (its --help: varlen: no)'
+expect "varlen.sh --dry-run: an old build skipped, said" \
+    has "$T/v.out" '07_pingpong: no varlen line in its --help'
+expect "varlen.sh --dry-run: the plan" has "$T/v.out" \
+    '^  hd 128 causal 1 (heads 16, batch 16, seqlen_q 16384, seqlen_k 16384): 09_persistent peers'
+expect "varlen.sh --dry-run: nothing measured" has "$T/v.out" '^dry run: nothing measured$'
+run_to "$T/v.out" bench/varlen.sh --build "$T/nobuild" --dry-run && rc=0 || rc=$?
+expect "varlen.sh --dry-run without a build: stage 09 of the tree planned" \
+    has "$T/v.out" '09_persistent: not built here'
+run_to "$T/v.out" bench/varlen.sh --build "$T/vb" --stages 08_intra_wg_overlap --no-peers \
+    && rc=0 || rc=$?
+expect "varlen.sh: no stage with varlen and no peers is exit 2" rc_is "$rc" 2
+run_to "$T/v.out" bench/varlen.sh --build "$T/nobuild" --stages none --dry-run && rc=0 || rc=$?
+expect "varlen.sh --stages none: the peers alone" has "$T/v.out" '): peers(fa3,flash)$'
+run_to "$T/v.out" bench/varlen.sh --build "$T/vnogpu" --repeats 1 --iters 2 --warmup 0 \
+    ${nopeers[@]+"${nopeers[@]}"} --out "$T/out/vnogpu.csv" && rc=0 || rc=$?
+expect "varlen.sh without a GPU: exit 0" rc_is "$rc" 0
+expect "varlen.sh without a GPU: said once" \
+    test "$(grep -c '^no GPU: stages skipped' "$T/v.out")" -eq 1
+# shellcheck disable=SC2054 # the commas are in the option values
+VR=(bench/varlen.sh --build "$T/vb" --stages 09_persistent,08_intra_wg_overlap --repeats 2
+    --iters 2 --warmup 0 --spin-us 1000 --head-dims 64,128)
+if ((has_python)); then
+    run_to "$T/v.out" "${VR[@]}" --peers fa3,flash --out "$T/out/v.csv" && rc=0 || rc=$?
+    expect "varlen.sh: exit 0" rc_is "$rc" 0
+    for r in 09_persistent fa3 sdpa_flash; do
+        expect "varlen.sh: 8 rows of $r (4 cases x 2 repeats)" \
+            test "$(count "$T/out/v.csv" "$r")" -eq 8
+    done
+    expect "varlen.sh: no rows of the stage without varlen" \
+        test "$(count "$T/out/v.csv" 08_intra_wg_overlap)" -eq 0
+    expect "varlen.sh: every row has the header's field count" \
+        test "$(awk -F, 'NR == 1 { n = NF } NF != n' "$T/out/v.csv" | wc -l)" -eq 0
+    expect "varlen.sh: the order rotates (fa3 before the stage in repeat 2)" has "$T/v.out" \
+        '^\[case 5/8, .*repeat 2/2, hd 64 non-causal (heads 32): sdpa_flash .* fa3 .* 09_persistent'
+    expect "varlen.sh: the table pairs the stage with fa3 (ratio and its range)" \
+        has "$T/v.out" '^128  causal     09_persistent .* 0\.9[0-9]* (0\.9[0-9]*-0\.9[0-9]*)$'
+    expect "varlen.sh: the stage's and fa3's FLOPs agree" hasnt "$T/v.out" 'FLOPs differ'
+    expect "varlen.sh .meta: the lengths" \
+        has "$T/out/v.meta" '^varlen_seqlens_q=336,176,888,1704,3248,16384,6208,1232,8576,'
+    expect "varlen.sh .meta: FA3's version" has "$T/out/v.meta" '^fa3_version=0.0.3$'
+    expect "varlen.sh .meta: the skipped stage noted" \
+        has "$T/out/v.meta" '^note=08_intra_wg_overlap has no variable-length batch'
+    expect "varlen.sh .meta: the spin too short for SDPA on nested tensors, noted" \
+        has "$T/out/v.meta" '^note=hd .*sdpa_flash: the GPU went idle before the host had'
+    expect "varlen.sh .meta: fa3's spin long enough (not noted)" \
+        hasnt "$T/out/v.meta" '^note=.*fa3: the GPU went idle'
+else
+    run_to "$T/v.out" "${VR[@]}" --no-peers --out "$T/out/v.csv" && rc=0 || rc=$?
+    expect "varlen.sh --no-peers: exit 0" rc_is "$rc" 0
+    expect "varlen.sh --no-peers: 8 rows of the stage" \
+        test "$(count "$T/out/v.csv" 09_persistent)" -eq 8
+fi
+run_to "$T/v.out" "${VR[@]}" --no-peers --lengths 5,0,7 --lengths-k 9,3,7 --causal 1 \
+    --out "$T/out/v2.csv" && rc=0 || rc=$?
+expect "varlen.sh --lengths-k: the stage row's longest lengths" \
+    has "$T/out/v2.csv" '^09_persistent,fwd,.*,3,7,9,32,32,64,bf16,1,'
 
 # ---------------------------------------------------------------------------------------
 # tests/gpu/run.sh: a FILTER that cannot select anything is a usage error.

@@ -13,6 +13,11 @@
 # As the stage programs do, it refuses (exit 2) --bwd without a backward, and --bwd with
 # --scale above 8 (the backward's limit), before it looks for a GPU.
 #   FAKE_COMMIT=C     the commit its rows record (default fake0000)
+#   FAKE_VARLEN=1|0   --help says "varlen: yes" (it takes --seqlens-q, --seqlens-k,
+#                     --seqused-k and writes a varlen row: batch = the count, seqlen_q/k the
+#                     largest lengths, FLOPs summed per sequence) or "varlen: no" (it refuses
+#                     --seqlens-q, exit 2); unset: no varlen line and no such options (a
+#                     build from before the varlen harness)
 #   FAKE_SLEEP_S=S    sleeps S seconds before it times (a run that a timeout cuts short)
 set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
@@ -23,7 +28,7 @@ old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqle
 old_header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
 old_header+="prev_stage,check"
 batch=1 seqlen=128 heads=1 hd=64 dtype=bf16 causal=0 bench=0 bwd=0 csv="" iters=10 spin=""
-cpu=0 scale=""
+cpu=0 scale="" lq="" lk="" used=""
 while (($#)); do
     case $1 in
         --help)
@@ -32,6 +37,10 @@ while (($#)); do
                 echo "  --spin-us N  keep the GPU busy N us before each timed call (20)"
             echo "capabilities:"
             echo "  head_dim: 64 128 256"
+            case ${FAKE_VARLEN:-} in
+                1) echo "  varlen:   yes (--seqlens-q, --seqlens-k, --seqused-k)" ;;
+                0) echo "  varlen:   no" ;;
+            esac
             echo "  backward: $([[ -n ${FAKE_BWD:-} ]] && echo yes || echo no)"
             exit 0 ;;
         --batch) batch=$2; shift ;;
@@ -46,6 +55,14 @@ while (($#)); do
         --cpu) cpu=1 ;;
         --scale) scale=$2; shift ;;
         --csv) csv=$2; shift ;;
+        --seqlens-q | --seqlens-k | --seqused-k)
+            [[ -n ${FAKE_VARLEN:-} ]] || { echo "stage_$id: unknown option '$1'" >&2; exit 2; }
+            case $1 in
+                --seqlens-q) lq=$2 ;;
+                --seqlens-k) lk=$2 ;;
+                *) used=$2 ;;
+            esac
+            shift ;;
         --iters) iters=$2; shift ;;
         --warmup) shift ;;
         --spin-us)
@@ -61,6 +78,10 @@ done
 if ((bwd)) && [[ -z ${FAKE_BWD:-} ]]; then echo "stage_$id: there is no backward" >&2; exit 2; fi
 if ((bwd)) && [[ -n $scale ]] && awk -v s="$scale" 'BEGIN { exit !(s > 8) }'; then
     echo "stage_$id: the backward takes softmax_scale up to 8 (got $scale) (stand-in)" >&2
+    exit 2
+fi
+if [[ -n $lq && ${FAKE_VARLEN:-} != 1 ]]; then
+    echo "stage_$id: a variable-length batch (--seqlens-q) is not supported (stand-in)" >&2
     exit 2
 fi
 if ((cpu)); then
@@ -80,10 +101,28 @@ fi
 ((bench)) || exit 0
 [[ -z ${FAKE_SLEEP_S:-} ]] || sleep "$FAKE_SLEEP_S"
 rate=${FAKE_RATE:-300}
+# A varlen batch: the count, the largest lengths, and its FLOPs summed per sequence.
+varlen_flops=""
+if [[ -n $lq ]]; then
+    read -r batch seqlen seqlen_k varlen_flops < <(awk -v q="$lq" -v k="${lk:-$lq}" \
+        -v u="$used" -v h="$heads" -v d="$hd" -v c="$causal" 'BEGIN {
+            n = split(q, Q, ","); split(k, K, ","); if (u != "") split(u, K, ",")
+            for (b = 1; b <= n; ++b) {
+                sq = Q[b] + 0; sk = K[b] + 0
+                if (sq > mq) mq = sq
+                if (sk > mk) mk = sk
+                if (!c) p = sq * sk
+                else { i0 = sq > sk ? sq - sk : 0; p = (sq - i0) * (i0 + sk + 1 - sq + sk) / 2 }
+                f += 4 * h * d * p
+            }
+            printf "%d %d %d %.0f\n", n, mq, mk, f }')
+fi
 row() {  # row DIRECTION FACTOR
     local flops ms
     flops=$(awk -v b="$batch" -v h="$heads" -v d="$hd" -v s="$seqlen" -v c="$causal" -v f="$2" \
         'BEGIN { p = c ? s * (s + 1) / 2 : s * s; printf "%.0f", f * 4 * b * h * d * p }')
+    [[ -z $varlen_flops ]] ||
+        flops=$(awk -v v="$varlen_flops" -v f="$2" 'BEGIN { printf "%.0f", v * f }')
     ms=$(awk -v f="$flops" -v r="$rate" -v j="${RANDOM}" \
         'BEGIN { printf "%.5f", f / (r * 1e12) * 1e3 * (1 + j / 3276800) }')
     local tf
@@ -104,7 +143,8 @@ row() {  # row DIRECTION FACTOR
         line="$1,$id,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,"
         line+="$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,skipped"
     else
-        line="$id,$1,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,$seqlen,"
+        line="$id,$1,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,"
+        line+="${seqlen_k:-$seqlen},"
         line+="$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,,skipped"
     fi
     echo "$line" >>"$csv"

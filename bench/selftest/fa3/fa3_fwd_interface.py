@@ -1,10 +1,10 @@
 """A stand-in for fa3-fwd 0.0.3's fa3_fwd_interface (bench/selftest.sh): the same
-signatures for flash_attn_func and flash_attn_with_kvcache, a simulated cost, and the
-package's own quirk: it reads its build switches as `flash_attn_config`, which only
-exists once bench/peers.py aliases it to fa3_fwd_config (the real module reads it at
-its first call; this one at import, to test the alias). FAKE_FA3_HOST_AFTER_US=N: the
-wrapper's host work after its kernel, N us (the GPU then waits for the host inside the
-timed interval when N outlasts the kernel)."""
+signatures for flash_attn_func, flash_attn_varlen_func and flash_attn_with_kvcache, a
+simulated cost, and the package's own quirk: it reads its build switches as
+`flash_attn_config`, which only exists once bench/peers.py aliases it to fa3_fwd_config
+(the real module reads it at its first call; this one at import, to test the alias).
+FAKE_FA3_HOST_AFTER_US=N: the wrapper's host work after its kernel, N us (the GPU then
+waits for the host inside the timed interval when N outlasts the kernel)."""
 
 import os
 
@@ -50,6 +50,31 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     if q.dtype is torch.float8_e4m3fn and q_descale is None:
         raise RuntimeError("fp8 without descale")
     return _run(q, k, causal, rate)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           seqused_q=None, seqused_k=None, softmax_scale=None, causal=False,
+                           qv=None, q_descale=None, k_descale=None, v_descale=None,
+                           window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
+                           pack_gqa=None, deterministic=False, sm_margin=0,
+                           return_attn_probs=False):
+    if q.dtype is torch.float16 and _FLAGS["FLASHATTENTION_DISABLE_FP16"]:
+        raise RuntimeError("This flash attention build does not support FP16.")
+    assert isinstance(max_seqlen_q, int) and isinstance(max_seqlen_k, int)
+    total_q, h, d = q.shape
+    cq, ck = cu_seqlens_q.values, cu_seqlens_k.values
+    assert cq[-1] == total_q and ck[-1] == k.shape[0] and len(cq) == len(ck)
+    used = seqused_k.values if seqused_k is not None else None
+    seconds = 0.0
+    for b in range(len(cq) - 1):
+        sq, sk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+        if used is not None:
+            sk = used[b]
+        assert sq <= max_seqlen_q and sk <= max_seqlen_k
+        seconds += 4.0 * h * d * _pairs(sq, sk, causal) / RATE
+    torch._busy(60)  # the wrapper's Python
+    torch._gpu.enqueue(seconds)
+    return torch.Tensor(q.shape, torch.bfloat16)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None,

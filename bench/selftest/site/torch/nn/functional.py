@@ -19,6 +19,18 @@ def pairs(sq, sk, causal):
 
 def scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=False):
     backend = attention.current[0]
+    if getattr(q, "lengths", None) is not None:  # nested jagged tensors (torch/nested.py)
+        if backend == "cudnn":
+            warnings.warn("CuDNN attention kernel not used because: nested tensors")
+            raise RuntimeError("No available kernel. Aborting execution.")
+        dispatch, rate = COSTS[backend]
+        # The nested tensors' own dispatch: milliseconds on torch 2.11 (docs/benchmarks.md,
+        # "Variable-length batches"), longer than a 1000 us spin.
+        torch._busy(dispatch + 2000)
+        h, d = q.shape[1], q.shape[3]
+        flops = sum(4.0 * h * d * pairs(a, b, is_causal) for a, b in zip(q.lengths, k.lengths))
+        torch._gpu.enqueue(flops / rate)
+        return torch.Tensor(q.shape, q.dtype)
     b, h, sq, d = q.shape
     sk = k.shape[2]
     if backend == "efficient" and d > 128 and q.requires_grad:
