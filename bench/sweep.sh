@@ -82,6 +82,9 @@
 #                     capabilities) is skipped with a line saying so.
 #   --seqlens LIST    default 512,1k,2k,4k,8k,16k (k = 1024)
 #   --head-dims LIST  default 64,128,256
+#   --heads H         the query heads at every head_dim (default 2048/head_dim, the paper's
+#                     hidden size 2048; e.g. --heads 16 --head-dims 96,192, which 2048 does
+#                     not divide by)
 #   --causal 0|1|both default both
 #   --repeats R       default 3
 #   --iters N         timed calls per point and runner, median reported (default 10;
@@ -156,7 +159,7 @@ COST_REF=1.5 COST_PEERS_START=5
 # ---------------------------------------------------------------------------------------
 # Options.
 
-stages_opt="" seqlens="512,1k,2k,4k,8k,16k" head_dims="64,128,256" causal_opt=both
+stages_opt="" seqlens="512,1k,2k,4k,8k,16k" head_dims="64,128,256" causal_opt=both heads_opt=""
 repeats=3 iters=10 warmup=3 check=0 all_points=0 peers=1 direction=fwd
 python=${PYTHON:-python3} build=build out="" dtype=bf16
 spin=$SPIN_DEFAULT spin_compare="" peers_opt="fa3,flash,cudnn,efficient" part="" max_minutes=8
@@ -169,6 +172,11 @@ while (($#)); do
         --stages) needs "a list" "$@"; stages_opt=$2; shift ;;
         --seqlens) needs "a list" "$@"; seqlens=$2; shift ;;
         --head-dims) needs "a list" "$@"; head_dims=$2; shift ;;
+        --heads)
+            needs "a count" "$@"
+            [[ $2 =~ ^[1-9][0-9]{0,3}$ ]] || die "--heads needs a count from 1 to 9999, not '$2'"
+            heads_opt=$2
+            shift ;;
         --causal) needs "0, 1 or both" "$@"; causal_opt=$2; shift ;;
         --repeats) needs "a number" "$@"; repeats=$2; shift ;;
         --iters) needs "a number" "$@"; iters=$2; shift ;;
@@ -310,8 +318,11 @@ for s in "${seqlen_list[@]}"; do
     ((16384 % s == 0)) || die "seqlen $s does not divide 16384 (batch = 16384/seqlen)"
 done
 for d in "${hd_list[@]}"; do
-    ((2048 % d == 0)) || die "head_dim $d does not divide 2048 (heads = 2048/head_dim)"
+    [[ -n $heads_opt ]] || ((2048 % d == 0)) ||
+        die "head_dim $d does not divide 2048 (heads = 2048/head_dim): give --heads"
 done
+# The query heads at head_dim $1.
+heads_of() { echo "${heads_opt:-$((2048 / $1))}"; }
 
 # ---------------------------------------------------------------------------------------
 # The runners. A stage runner's key: the stage id (this build) or ID@TAG (a baseline's).
@@ -557,7 +568,7 @@ if ((dry_run)); then
     echo "plan (one repeat; the order rotates by one runner each repeat):"
     for p in "${points[@]}"; do
         read -r d c s <<<"$p"
-        line="  hd $d causal $c seqlen $s (batch $((16384 / s)), heads $((2048 / d))):"
+        line="  hd $d causal $c seqlen $s (batch $((16384 / s)), heads $(heads_of "$d")):"
         for e in "${entries[@]}"; do
             read -r kind sp key <<<"$e"
             spin_mark m "$sp"
@@ -628,7 +639,7 @@ commit=${commit:-unknown}
     echo "host=$(uname -n)"
     echo "commit_tree=$commit"
     echo "points=seqlen ${seqlen_list[*]}; head_dim ${hd_list[*]}; causal ${causals[*]};" \
-        "$dtype; batch*seqlen 16384; heads 2048/head_dim"
+        "$dtype; batch*seqlen 16384; heads ${heads_opt:-2048/head_dim}"
     if [[ -n $part ]]; then
         echo "part=$part_k/$part_n: points $part_k, $((part_k + part_n)), ... of the" \
             "${#all_points_list[@]} (head_dim, causal, seqlen order), ${#points[@]} here"
@@ -1092,7 +1103,7 @@ for ((r = 1; r <= repeats; ++r)); do
     for p in "${points[@]}"; do
         read -r d c s <<<"$p"
         i=$((i + 1))
-        b=$((16384 / s)) h=$((2048 / d))
+        b=$((16384 / s)) h=$(heads_of "$d")
         if ((c)); then cname=causal; else cname=non-causal; fi
         point="hd $d causal $c seqlen $s"
         args=(--batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d" --dtype "$dtype")
