@@ -87,13 +87,17 @@ struct Wgmma;
         }                                                                                          \
     };
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 64)
+FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 80)  // stage 09's FA3 tiles (docs/09): kBlockN at 256
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 96)  // stage 09, head_dim 192: kBlockN
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 128)
+FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 176)  // stage 09's FA3 tiles: kBlockN at 128
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 192)  // stage 09, head_dim 192: O = P·V
 FX_DEFINE_WGMMA(__nv_bfloat16, bf16, 256)
 FX_DEFINE_WGMMA(__half, fp16, 64)
+FX_DEFINE_WGMMA(__half, fp16, 80)
 FX_DEFINE_WGMMA(__half, fp16, 96)
 FX_DEFINE_WGMMA(__half, fp16, 128)
+FX_DEFINE_WGMMA(__half, fp16, 176)
 FX_DEFINE_WGMMA(__half, fp16, 192)
 FX_DEFINE_WGMMA(__half, fp16, 256)
 #undef FX_DEFINE_WGMMA

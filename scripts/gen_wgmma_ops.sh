@@ -11,7 +11,7 @@
 # comments of the stage-05 section of common/ptx/hopper.cuh, which includes the output).
 set -euo pipefail
 
-ns=(64 96 128 192 256)  # the N of m64nNk16 the stages instantiate (kBlockN and head_dim)
+ns=(64 80 96 128 176 192 256)  # the N of m64nNk16 the stages instantiate (kBlockN and head_dim)
 types=("bf16 bf16" "fp16 f16")   # suffix of the wrapper, PTX type name
 
 # "{%first, ..., %(first+count-1)}"

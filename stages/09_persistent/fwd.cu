@@ -109,9 +109,18 @@ struct Config {
  */
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
 using ConfigD96 = Config<128, 2, 128, 2, 24, 240, 96>;
-using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
 using ConfigD192 = Config<192, 2, 96, 2, 24, 240>;
+#ifndef FX_STAGE09_FA3_TILES
+using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
 using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
+#else
+/* FA3's tiles at head_dim 128 and 256 (hopper/tile_size.h: 128×176, without its 2-CTA
+ * cluster; 128×80), built only to measure them under persistence (cmake
+ * -DFX_STAGE09_FA3_TILES=ON; docs/09, "FA3's tiles"). At 128 the K/V ring of 176-key blocks
+ * leaves no room for O's own staging tile. */
+using ConfigD128 = Config<128, 2, 176, 2, 24, 240>;
+using ConfigD256 = Config<256, 2, 80, 2, 24, 240>;
+#endif
 
 /* ---------------------------------------------------------------------------------
  * Shared-memory plan: Q, O's staging tile (at head_dim 256 Q's tile is O's), kStages K and V
@@ -120,10 +129,13 @@ using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
  * (each slab on a 1024-byte boundary: the swizzle's period), then the mbarriers.
  * ------------------------------------------------------------------------------ */
 
-/* O gets a staging tile of its own at head_dim 64, 96 and 128 (114, 194 and 194 KiB per CTA
- * with it); at 192 and 256 Q and the K/V ring leave no room for it. */
+/* O gets a staging tile of its own where it fits beside Q and the K/V ring (with 2 KiB for
+ * the barriers and the alignment slack): at head_dim 64, 96 and 128 (114, 194 and 194 KiB per
+ * CTA with it); at 192 and 256 Q and the K/V ring leave no room for it. */
 template <class Cfg>
-constexpr bool kSeparateO = Cfg::kHeadDim <= 128;
+constexpr bool kSeparateO =
+    (2 * Cfg::kBlockM + 2 * Cfg::kStages * Cfg::kBlockN) * Cfg::kHeadDim *kElemBytes + 2048 <=
+    FX_SMEM_PER_BLOCK_OPTIN_SM90;
 
 template <class Cfg>
 struct SharedStorage {
