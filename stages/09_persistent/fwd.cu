@@ -91,8 +91,9 @@ struct Config {
  *    P 32; the third warpgroup adds a softmax to hide behind the others' wgmmas where the
  *    short head_dim makes each GEMM brief.
  *  - d=128: 2 consumer warpgroups, 128×128: S 64 + O 64 + P 32.
- *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates; a wider kBlockN
- *    would need S 64 more).
+ *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates). FA3's 128×80
+ *    (S 40, P 20) ran 1-3.5 % faster from 2k keys on under the persistent grid, but spills
+ *    16-56 bytes a thread with this code (ptxas, sm_90a; docs/09, "FA3's tiles").
  *  - d=96: d=128's tile, its last 32 columns zeros. A 96-column row is 192 bytes, one and a
  *    half 128B-swizzle spans: the second 64-column box of each row reaches past the tensor,
  *    and TMA fills its last 32 columns with zeros on the load (so they add 0 to S and make
@@ -117,7 +118,8 @@ using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
 /* FA3's tiles at head_dim 128 and 256 (hopper/tile_size.h: 128×176, without its 2-CTA
  * cluster; 128×80), built only to measure them under persistence (cmake
  * -DFX_STAGE09_FA3_TILES=ON; docs/09, "FA3's tiles"). At 128 the K/V ring of 176-key blocks
- * leaves no room for O's own staging tile. */
+ * leaves no room for O's own staging tile; at 256, Q and the two K/V stages fill the 227 KiB
+ * a CTA may have, and the consumers spill (the ptx test of such a build fails). */
 using ConfigD128 = Config<128, 2, 176, 2, 24, 240>;
 using ConfigD256 = Config<256, 2, 80, 2, 24, 240>;
 #endif
