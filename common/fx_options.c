@@ -233,6 +233,23 @@ static int parse_lengths(const char *opt, const char *s, int *out, int *n, char 
                      FX_VARLEN_MAX_SEQS);
             return FX_EXIT_USAGE;
         }
+        /* A plain decimal number: leading zeros do not make it long, and more than 10
+         * significant digits is a length too large, not a malformed list. */
+        size_t n_digits = 0;
+        while (n_digits < len && isdigit((unsigned char)at[n_digits]))
+            ++n_digits;
+        if (len > 0 && n_digits == len) {
+            while (len > 1 && at[0] == '0') {
+                ++at;
+                --len;
+            }
+            if (len > 10) {
+                snprintf(why, why_len, "%s: sequence %d's length %.*s%s is above %d (32-bit rows)",
+                         opt, count, (int)(len > 20 ? 20 : len), at, len > 20 ? "..." : "",
+                         INT_MAX);
+                return FX_EXIT_USAGE;
+            }
+        }
         if (len == 0 || len >= sizeof item) {
             snprintf(why, why_len,
                      "%s: '%s' is not a comma list of lengths (sequence %d's is '%.*s')", opt, s,

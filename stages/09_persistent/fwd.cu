@@ -951,13 +951,14 @@ __device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<
 
 /*
  * O goes through this consumer warpgroup's 64 rows of the staging tile in shared memory (O's
- * own at head_dim 64 and 128; at 256 the Q tile, whose rows only this warpgroup's wgmmas
- * read, and they have completed), in the 128B-swizzled slab layout that TMA reads. Then every
- * writer fences its generic-proxy stores against the async proxy (PTX ISA §9.7.13.4: without
- * it the TMA may read stale shared memory), the warpgroup's 128 threads meet, and one thread
- * stores the 64 × head_dim box, one TMA per 64-column slab; rows past seqlen_q lie outside the
- * tensor map and are dropped (a varlen batch: see rows_in below). lse_head_stride: the LSE's
- * elements from one head to the next (seqlen_q; total_q in a varlen batch).
+ * own at head_dim 64, 96 and 128; at 192 and 256 the Q tile, whose rows only this
+ * warpgroup's wgmmas read, and they have completed), in the 128B-swizzled slab layout that
+ * TMA reads. Then every writer fences its generic-proxy stores against the async proxy (PTX
+ * ISA §9.7.13.4: without it the TMA may read stale shared memory), the warpgroup's 128
+ * threads meet, and one thread stores the 64 × head_dim box, one TMA per 64-column slab; rows
+ * past seqlen_q lie outside the tensor map and are dropped (a varlen batch: see rows_in
+ * below). lse_head_stride: the LSE's elements from one head to the next (seqlen_q; total_q in
+ * a varlen batch).
  */
 template <class Cfg, class Element, bool kVarlen>
 __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,

@@ -105,6 +105,11 @@ START_TEST(bad_lengths_are_refused_naming_the_value)
                                       "(sequence 1's is 'x')");
     assert_refused("--seqlens-q 1,,2", "(sequence 1's is '')");
     assert_refused("--seqlens-q 4,+5", "(sequence 1's is '+5')");
+    /* A number too large for a length is said to be so, leading zeros are not length. */
+    assert_refused("--seqlens-q 99999999999999999999,4",
+                   "--seqlens-q: sequence 0's length 99999999999999999999 is above 2147483647");
+    assert_refused("--seqlens-q 1,000000000000000000000000000000000000003 --seqlen-q 2",
+                   "--seqlens-q: sequence 1's 3 is above --seqlen-q 2");
     assert_refused("--seqlens-q 1 --seqlens-k 1,2",
                    "--seqlens-k gives 2 lengths for the 1 sequences of --seqlens-q");
     assert_refused("--seqlens-q 1,2 --seqused-k 1",
