@@ -91,9 +91,11 @@ struct Config {
  *    P 32; the third warpgroup adds a softmax to hide behind the others' wgmmas where the
  *    short head_dim makes each GEMM brief.
  *  - d=128: 2 consumer warpgroups, 128×128: S 64 + O 64 + P 32.
- *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates). FA3's 128×80
- *    (S 40, P 20) ran 1-3.5 % faster from 2k keys on under the persistent grid, but spills
- *    16-56 bytes a thread with this code (ptxas, sm_90a; docs/09, "FA3's tiles").
+ *  - d=256: 2 consumer warpgroups, 128×80 (FA3's tile for head_dim 256): S 40 + O 128 + P 20
+ *    (O dominates); Q and two K/V stages of 2 · 40 KiB fill the 227 KiB a CTA may have. Stage
+ *    08's 128×64 was 1-3.5 % slower from 2k keys on under the persistent grid (docs/09, "FA3's
+ *    tiles"); 128×80 fits the consumers' 240 registers only with the lane, the consumer and
+ *    the softmax scale not held in registers across the mainloop (consumer_now, lane_now).
  *  - d=96: d=128's tile, its last 32 columns zeros. A 96-column row is 192 bytes, one and a
  *    half 128B-swizzle spans: the second 64-column box of each row reaches past the tensor,
  *    and TMA fills its last 32 columns with zeros on the load (so they add 0 to S and make
@@ -111,17 +113,15 @@ struct Config {
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
 using ConfigD96 = Config<128, 2, 128, 2, 24, 240, 96>;
 using ConfigD192 = Config<192, 2, 96, 2, 24, 240>;
+using ConfigD256 = Config<256, 2, 80, 2, 24, 240>;
 #ifndef FX_STAGE09_FA3_TILES
 using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
-using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
 #else
-/* FA3's tiles at head_dim 128 and 256 (hopper/tile_size.h: 128×176, without its 2-CTA
- * cluster; 128×80), built only to measure them under persistence (cmake
- * -DFX_STAGE09_FA3_TILES=ON; docs/09, "FA3's tiles"). At 128 the K/V ring of 176-key blocks
- * leaves no room for O's own staging tile; at 256, Q and the two K/V stages fill the 227 KiB
- * a CTA may have, and the consumers spill (the ptx test of such a build fails). */
+/* FA3's tile at head_dim 128 (hopper/tile_size.h: 128×176, without its 2-CTA cluster), built
+ * only to measure it under persistence (cmake -DFX_STAGE09_FA3_TILES=ON; docs/09, "FA3's
+ * tiles"): slower than 128×128 below 8k keys. The K/V ring of 176-key blocks leaves no room
+ * for O's own staging tile. */
 using ConfigD128 = Config<128, 2, 176, 2, 24, 240>;
-using ConfigD256 = Config<256, 2, 80, 2, 24, 240>;
 #endif
 
 /* ---------------------------------------------------------------------------------
@@ -747,7 +747,8 @@ __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
 }
 /* END UNIT */
 
-/* UNIT(consumer_ctx, changed: the tile, its rows and lengths come from the scheduler) */
+/* UNIT(consumer_ctx, changed: the tile, its rows and lengths come from the scheduler; the
+ * softmax scale is read from the kernel's parameters where it is used) */
 /* What a consumer thread's mainloop needs that does not change from block to block. */
 struct ConsumerCtx {
     int consumer;  // which consumer warpgroup: rows [64·consumer, 64·consumer + 64) of the block
@@ -757,7 +758,6 @@ struct ConsumerCtx {
     int m_block, head, batch;
     int q_row0;  // the sequence's first row in Q, O and the LSE (a varlen batch), else 0
     int seqlen_q, seqlen_k;
-    float scale_log2;
 };
 
 template <class Cfg>
@@ -776,12 +776,11 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
     c.q_row0 = tile.q_row0;
     c.seqlen_q = tile.seqlen_q;
     c.seqlen_k = tile.seqlen_k;
-    c.scale_log2 = p.scale_log2;
     return c;
 }
 /* END UNIT */
 
-/* UNIT(softmax_tail) */
+/* UNIT(softmax_tail, changed: the scale is an argument, read from the kernel's parameters) */
 /* The online softmax once the vote is known, and what ordinary code does to the block
  * before its PV GEMM: P (softmax_exp), O *= alpha (kRescale: not while O is still 0), P
  * packed. The caller calls it on both sides of the vote's branch, one copy per
@@ -792,11 +791,11 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
  * product as the fast copy's `*` but not the same instruction to the compiler: written
  * alike in both copies, the rescale was moved past the join (SASS, sm_90a). */
 template <class Cfg, class Element, bool kExact, bool kRescale>
-__device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState &sm,
+__device__ __forceinline__ void softmax_tail(float scale_log2, SoftmaxState &sm,
                                              float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
                                              uint32_t (&p_frag)[Cfg::kPFrags][4])
 {
-    softmax_exp<Cfg, kExact>(sm, acc_s, c.scale_log2);
+    softmax_exp<Cfg, kExact>(sm, acc_s, scale_log2);
     if (kRescale)
         softmax_rescale_o<Cfg, kExact>(acc_o, sm.alpha);
     pack_p<Cfg, Element>(acc_s, p_frag);
@@ -807,6 +806,23 @@ __device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState 
  * Mainloop
  * ------------------------------------------------------------------------------ */
 
+/* The consumer warpgroup and the lane, read from %tid.x and %laneid where the mainloop uses
+ * them (asm volatile: one S2R each) rather than kept in registers across it: at head_dim 256
+ * with 128×80 tiles those two registers, with the softmax scale kept in one, made the consumers
+ * spill (ptxas, sm_90a; read from the kernel's parameters, the scale needs none). */
+__device__ __forceinline__ int consumer_now()
+{
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    return tid / kWarpgroupThreads - 1;  // warpgroup 0 is the producer
+}
+__device__ __forceinline__ int lane_now()
+{
+    int lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
 /* Consumer c waits for its turn on barrier kBarrierTurn + c (bar.sync: its 128 threads)
  * and passes it to c + 1 mod kNumConsumers (bar.arrive: 128 more complete it). Consumer 0
  * arrives once to take the first turn and the last one passes no last turn, so arrivals and
@@ -815,14 +831,14 @@ template <class Cfg, bool kPingpong>
 __device__ __forceinline__ void take_turn(const ConsumerCtx &c)
 {
     if (kPingpong)
-        fx_named_barrier_sync(kBarrierTurn + (uint32_t)c.consumer, kTurnThreads);
+        fx_named_barrier_sync(kBarrierTurn + (uint32_t)consumer_now(), kTurnThreads);
 }
 template <class Cfg, bool kPingpong>
 __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
 {
     if (kPingpong)
-        fx_named_barrier_arrive(kBarrierTurn + (uint32_t)((c.consumer + 1) % Cfg::kNumConsumers),
-                                kTurnThreads);
+        fx_named_barrier_arrive(
+            kBarrierTurn + (uint32_t)((consumer_now() + 1) % Cfg::kNumConsumers), kTurnThreads);
 }
 
 /*
@@ -834,8 +850,9 @@ __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
  */
 template <class Cfg, class Element, bool kCausal, bool kMask, bool kS, bool kPV, bool kPingpong,
           bool kOverlap>
-__device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorage<Cfg> &smem,
-                                              PipelineState read, PipelineState prev, int n_block,
+__device__ __forceinline__ void mainloop_turn(const FwdParams &p, const ConsumerCtx &c,
+                                              SharedStorage<Cfg> &smem, PipelineState read,
+                                              PipelineState prev, int n_block,
                                               float (&acc_s)[Cfg::kAccS],
                                               float (&acc_o)[Cfg::kAccO],
                                               uint32_t (&p_frag)[Cfg::kPFrags][4], SoftmaxState &sm)
@@ -849,22 +866,22 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
     fx_wgmma_fence();
     if (kS)
         issue_s<Cfg, Element>(acc_s, fx_smem_addr(smem.q), fx_smem_addr(smem.k[read.stage]),
-                              c.consumer);
+                              consumer_now());
     if (kPV)
         issue_pv<Cfg, Element>(acc_o, p_frag, fx_smem_addr(smem.v[prev.stage]));
     fx_wgmma_fence_operand(acc_s);
     fx_wgmma_fence_operand(acc_o);
-    if (kS || c.consumer != Cfg::kNumConsumers - 1)  // no one takes the last consumer's last
+    if (kS || consumer_now() != Cfg::kNumConsumers - 1)  // no one takes the last consumer's last
         pass_turn<Cfg, kPingpong>(c);
 
     if (kOverlap && kS && kPV) {
         fx_wgmma_wait<1>();  // the S group (committed first) is done; PV may still run
         fx_wgmma_fence_operand(acc_s);
-        if (c.lane == 0)
+        if (lane_now() == 0)
             fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
         if (kMask)
             apply_mask<Cfg, kCausal>(acc_s, c.row0,
-                                     n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow),
+                                     n_block * Cfg::kBlockN + 2 * (lane_now() % kLanesPerRow),
                                      c.seqlen_q, c.seqlen_k);
         // P while PV_{j-1} runs. The vote (a row of this warp needs the exact path) is one
         // warp's, and wgmma.wait_group is .aligned: every thread of the warpgroup must run
@@ -872,14 +889,14 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
         // join, between two branches on the same vote: the exponentials on both sides of the
         // first, O's rescale and P's pack (which PV_{j-1} was reading) on both of the second.
         // The wait separates the two anyway, so little of the schedule is lost.
-        const bool exact = softmax_max<Cfg>(sm, acc_s, c.scale_log2);
+        const bool exact = softmax_max<Cfg>(sm, acc_s, p.scale_log2);
         if (exact)
-            softmax_exp<Cfg, true>(sm, acc_s, c.scale_log2);
+            softmax_exp<Cfg, true>(sm, acc_s, p.scale_log2);
         else
-            softmax_exp<Cfg, false>(sm, acc_s, c.scale_log2);
+            softmax_exp<Cfg, false>(sm, acc_s, p.scale_log2);
         fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
         fx_wgmma_fence_operand(acc_o);
-        if (c.lane == 0)
+        if (lane_now() == 0)
             fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
         if (exact) {
             softmax_rescale_o<Cfg, true>(acc_o, sm.alpha);
@@ -893,9 +910,9 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
     fx_wgmma_wait<0>();  // both groups: S_j and PV_{j-1}
     fx_wgmma_fence_operand(acc_s);
     fx_wgmma_fence_operand(acc_o);
-    if (kS && c.lane == 0)
+    if (kS && lane_now() == 0)
         fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
-    if (kPV && c.lane == 0)
+    if (kPV && lane_now() == 0)
         fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
     if (!kS)
         return;
@@ -903,13 +920,13 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
     // ---- Mask, online softmax, O rescale (no PV group is in flight: O is ours) ----
     if (kMask)
         apply_mask<Cfg, kCausal>(acc_s, c.row0,
-                                 n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow), c.seqlen_q,
-                                 c.seqlen_k);
+                                 n_block * Cfg::kBlockN + 2 * (lane_now() % kLanesPerRow),
+                                 c.seqlen_q, c.seqlen_k);
     if (softmax_max<Cfg>(sm, acc_s,
-                         c.scale_log2))  // the vote: a row of the warp needs the exact path
-        softmax_tail<Cfg, Element, true, kPV>(c, sm, acc_s, acc_o, p_frag);
+                         p.scale_log2))  // the vote: a row of the warp needs the exact path
+        softmax_tail<Cfg, Element, true, kPV>(p.scale_log2, sm, acc_s, acc_o, p_frag);
     else
-        softmax_tail<Cfg, Element, false, kPV>(c, sm, acc_s, acc_o, p_frag);
+        softmax_tail<Cfg, Element, false, kPV>(p.scale_log2, sm, acc_s, acc_o, p_frag);
 }
 
 /* ---------------------------------------------------------------------------------
@@ -1198,26 +1215,26 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
             fx_named_barrier_arrive(kBarrierTurn, kTurnThreads);  // take the first turn
         // The first block is masked whether it needs it or not (a mask that hides nothing).
         mainloop_turn<Cfg, Element, kCausal, true, true, false, kPingpong, kOverlap>(
-            c, smem, read, prev, n_iters - 1, acc_s, acc_o, p_frag, sm);
+            p, c, smem, read, prev, n_iters - 1, acc_s, acc_o, p_frag, sm);
         prev = read;
         advance<Cfg::kStages>(read);
         int it = 1;
         for (; it < n_masked; ++it) {
             const int n_block = range.n_block_max - 1 - it;
             mainloop_turn<Cfg, Element, kCausal, true, true, true, kPingpong, kOverlap>(
-                c, smem, read, prev, n_block, acc_s, acc_o, p_frag, sm);
+                p, c, smem, read, prev, n_block, acc_s, acc_o, p_frag, sm);
             prev = read;
             advance<Cfg::kStages>(read);
         }
         for (; it < n_iters; ++it) {
             const int n_block = range.n_block_max - 1 - it;
             mainloop_turn<Cfg, Element, kCausal, false, true, true, kPingpong, kOverlap>(
-                c, smem, read, prev, n_block, acc_s, acc_o, p_frag, sm);
+                p, c, smem, read, prev, n_block, acc_s, acc_o, p_frag, sm);
             prev = read;
             advance<Cfg::kStages>(read);
         }
         mainloop_turn<Cfg, Element, kCausal, false, false, true, kPingpong, kOverlap>(
-            c, smem, read, prev, 0, acc_s, acc_o, p_frag, sm);
+            p, c, smem, read, prev, 0, acc_s, acc_o, p_frag, sm);
         // With O staged apart, Q is free after this warpgroup's last turn: its last S GEMM,
         // in the turn before, has completed. The next Q loads during the epilogue.
         if (kSeparateO<Cfg> && threadIdx.x % kWarpgroupThreads == 0)  // the storing thread

@@ -47,7 +47,7 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
             .min_sm = 90,
             .sm90a_only = true,
             .limits = "Q, K, V, O with 16-byte aligned base and strides (TMA); shared memory "
-                      "per block 114, 194, 194, 195 and 195 KiB at head_dim 64, 96, 128, 192, "
+                      "per block 114, 194, 194, 195 and 227 KiB at head_dim 64, 96, 128, 192, "
                       "256; FX_ABLATION=no-pingpong|no-overlap|neither turns parts of the "
                       "schedule off (head_dim 128, fixed-length batches only); "
                       "FX_SCHEDULER=dynamic|static and FX_SCHED_ORDER=l2|lpt|m-fastest choose "
