@@ -747,8 +747,18 @@ __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
 }
 /* END UNIT */
 
+/* The consumer warpgroup, the lane and the softmax scale in the mainloop. At head_dim 256
+ * (128×80: O 128 + S 40 + P 20 registers a thread) the three registers that hold them across
+ * the mainloop made the consumers spill (ptxas, sm_90a), so there they are read where they are
+ * used: the warpgroup and the lane from %tid.x and %laneid (asm volatile: one S2R each), the
+ * scale from the kernel's parameters (an operand of the FFMA, no register). At the other head
+ * dims they stay in the ConsumerCtx: re-read there, head_dim 128 without the mask ran 3-6 %
+ * slower from 4k keys on (measured, docs/09). */
+template <class Cfg>
+constexpr bool kLeanMainloop = Cfg::kHeadDim == 256;
+
 /* UNIT(consumer_ctx, changed: the tile, its rows and lengths come from the scheduler; the
- * softmax scale is read from the kernel's parameters where it is used) */
+ * softmax scale only where the mainloop keeps it, kLeanMainloop) */
 /* What a consumer thread's mainloop needs that does not change from block to block. */
 struct ConsumerCtx {
     int consumer;  // which consumer warpgroup: rows [64·consumer, 64·consumer + 64) of the block
@@ -758,6 +768,7 @@ struct ConsumerCtx {
     int m_block, head, batch;
     int q_row0;  // the sequence's first row in Q, O and the LSE (a varlen batch), else 0
     int seqlen_q, seqlen_k;
+    float scale_log2;
 };
 
 template <class Cfg>
@@ -776,6 +787,8 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
     c.q_row0 = tile.q_row0;
     c.seqlen_q = tile.seqlen_q;
     c.seqlen_k = tile.seqlen_k;
+    if (!kLeanMainloop<Cfg>)  // else unused (scale_log2_of): no register is spent on it
+        c.scale_log2 = p.scale_log2;
     return c;
 }
 /* END UNIT */
@@ -806,10 +819,6 @@ __device__ __forceinline__ void softmax_tail(float scale_log2, SoftmaxState &sm,
  * Mainloop
  * ------------------------------------------------------------------------------ */
 
-/* The consumer warpgroup and the lane, read from %tid.x and %laneid where the mainloop uses
- * them (asm volatile: one S2R each) rather than kept in registers across it: at head_dim 256
- * with 128×80 tiles those two registers, with the softmax scale kept in one, made the consumers
- * spill (ptxas, sm_90a; read from the kernel's parameters, the scale needs none). */
 __device__ __forceinline__ int consumer_now()
 {
     int tid;
@@ -822,6 +831,21 @@ __device__ __forceinline__ int lane_now()
     asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
     return lane;
 }
+template <class Cfg>
+__device__ __forceinline__ int consumer_of(const ConsumerCtx &c)
+{
+    return kLeanMainloop<Cfg> ? consumer_now() : c.consumer;
+}
+template <class Cfg>
+__device__ __forceinline__ int lane_of(const ConsumerCtx &c)
+{
+    return kLeanMainloop<Cfg> ? lane_now() : c.lane;
+}
+template <class Cfg>
+__device__ __forceinline__ float scale_log2_of(const FwdParams &p, const ConsumerCtx &c)
+{
+    return kLeanMainloop<Cfg> ? p.scale_log2 : c.scale_log2;
+}
 
 /* Consumer c waits for its turn on barrier kBarrierTurn + c (bar.sync: its 128 threads)
  * and passes it to c + 1 mod kNumConsumers (bar.arrive: 128 more complete it). Consumer 0
@@ -831,14 +855,15 @@ template <class Cfg, bool kPingpong>
 __device__ __forceinline__ void take_turn(const ConsumerCtx &c)
 {
     if (kPingpong)
-        fx_named_barrier_sync(kBarrierTurn + (uint32_t)consumer_now(), kTurnThreads);
+        fx_named_barrier_sync(kBarrierTurn + (uint32_t)consumer_of<Cfg>(c), kTurnThreads);
 }
 template <class Cfg, bool kPingpong>
 __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
 {
     if (kPingpong)
-        fx_named_barrier_arrive(
-            kBarrierTurn + (uint32_t)((consumer_now() + 1) % Cfg::kNumConsumers), kTurnThreads);
+        fx_named_barrier_arrive(kBarrierTurn +
+                                    (uint32_t)((consumer_of<Cfg>(c) + 1) % Cfg::kNumConsumers),
+                                kTurnThreads);
 }
 
 /*
@@ -866,22 +891,23 @@ __device__ __forceinline__ void mainloop_turn(const FwdParams &p, const Consumer
     fx_wgmma_fence();
     if (kS)
         issue_s<Cfg, Element>(acc_s, fx_smem_addr(smem.q), fx_smem_addr(smem.k[read.stage]),
-                              consumer_now());
+                              consumer_of<Cfg>(c));
     if (kPV)
         issue_pv<Cfg, Element>(acc_o, p_frag, fx_smem_addr(smem.v[prev.stage]));
     fx_wgmma_fence_operand(acc_s);
     fx_wgmma_fence_operand(acc_o);
-    if (kS || consumer_now() != Cfg::kNumConsumers - 1)  // no one takes the last consumer's last
+    if (kS ||
+        consumer_of<Cfg>(c) != Cfg::kNumConsumers - 1)  // no one takes the last consumer's last
         pass_turn<Cfg, kPingpong>(c);
 
     if (kOverlap && kS && kPV) {
         fx_wgmma_wait<1>();  // the S group (committed first) is done; PV may still run
         fx_wgmma_fence_operand(acc_s);
-        if (lane_now() == 0)
+        if (lane_of<Cfg>(c) == 0)
             fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
         if (kMask)
             apply_mask<Cfg, kCausal>(acc_s, c.row0,
-                                     n_block * Cfg::kBlockN + 2 * (lane_now() % kLanesPerRow),
+                                     n_block * Cfg::kBlockN + 2 * (lane_of<Cfg>(c) % kLanesPerRow),
                                      c.seqlen_q, c.seqlen_k);
         // P while PV_{j-1} runs. The vote (a row of this warp needs the exact path) is one
         // warp's, and wgmma.wait_group is .aligned: every thread of the warpgroup must run
@@ -889,14 +915,14 @@ __device__ __forceinline__ void mainloop_turn(const FwdParams &p, const Consumer
         // join, between two branches on the same vote: the exponentials on both sides of the
         // first, O's rescale and P's pack (which PV_{j-1} was reading) on both of the second.
         // The wait separates the two anyway, so little of the schedule is lost.
-        const bool exact = softmax_max<Cfg>(sm, acc_s, p.scale_log2);
+        const bool exact = softmax_max<Cfg>(sm, acc_s, scale_log2_of<Cfg>(p, c));
         if (exact)
-            softmax_exp<Cfg, true>(sm, acc_s, p.scale_log2);
+            softmax_exp<Cfg, true>(sm, acc_s, scale_log2_of<Cfg>(p, c));
         else
-            softmax_exp<Cfg, false>(sm, acc_s, p.scale_log2);
+            softmax_exp<Cfg, false>(sm, acc_s, scale_log2_of<Cfg>(p, c));
         fx_wgmma_wait<0>();  // PV_{j-1} is done: O and the P fragments are ours again
         fx_wgmma_fence_operand(acc_o);
-        if (lane_now() == 0)
+        if (lane_of<Cfg>(c) == 0)
             fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
         if (exact) {
             softmax_rescale_o<Cfg, true>(acc_o, sm.alpha);
@@ -910,9 +936,9 @@ __device__ __forceinline__ void mainloop_turn(const FwdParams &p, const Consumer
     fx_wgmma_wait<0>();  // both groups: S_j and PV_{j-1}
     fx_wgmma_fence_operand(acc_s);
     fx_wgmma_fence_operand(acc_o);
-    if (kS && lane_now() == 0)
+    if (kS && lane_of<Cfg>(c) == 0)
         fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
-    if (kPV && lane_now() == 0)
+    if (kPV && lane_of<Cfg>(c) == 0)
         fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
     if (!kS)
         return;
@@ -920,13 +946,14 @@ __device__ __forceinline__ void mainloop_turn(const FwdParams &p, const Consumer
     // ---- Mask, online softmax, O rescale (no PV group is in flight: O is ours) ----
     if (kMask)
         apply_mask<Cfg, kCausal>(acc_s, c.row0,
-                                 n_block * Cfg::kBlockN + 2 * (lane_now() % kLanesPerRow),
+                                 n_block * Cfg::kBlockN + 2 * (lane_of<Cfg>(c) % kLanesPerRow),
                                  c.seqlen_q, c.seqlen_k);
-    if (softmax_max<Cfg>(sm, acc_s,
-                         p.scale_log2))  // the vote: a row of the warp needs the exact path
-        softmax_tail<Cfg, Element, true, kPV>(p.scale_log2, sm, acc_s, acc_o, p_frag);
+    if (softmax_max<Cfg>(
+            sm, acc_s,
+            scale_log2_of<Cfg>(p, c)))  // the vote: a row of the warp needs the exact path
+        softmax_tail<Cfg, Element, true, kPV>(scale_log2_of<Cfg>(p, c), sm, acc_s, acc_o, p_frag);
     else
-        softmax_tail<Cfg, Element, false, kPV>(p.scale_log2, sm, acc_s, acc_o, p_frag);
+        softmax_tail<Cfg, Element, false, kPV>(scale_log2_of<Cfg>(p, c), sm, acc_s, acc_o, p_frag);
 }
 
 /* ---------------------------------------------------------------------------------
