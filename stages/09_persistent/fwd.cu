@@ -752,8 +752,8 @@ __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
  * the mainloop made the consumers spill (ptxas, sm_90a), so there they are read where they are
  * used: the warpgroup and the lane from %tid.x and %laneid (asm volatile: one S2R each), the
  * scale from the kernel's parameters (an operand of the FFMA, no register). At the other head
- * dims they stay in the ConsumerCtx: re-read there, head_dim 128 without the mask ran 3-6 %
- * slower from 4k keys on (measured, docs/09). */
+ * dims they stay in the ConsumerCtx: re-read there, head_dim 128 without the mask ran about
+ * 3.5 % slower from 4k keys on (measured, docs/09). */
 template <class Cfg>
 constexpr bool kLeanMainloop = Cfg::kHeadDim == 256;
 
@@ -1484,7 +1484,7 @@ cudaError_t launch(const fx_fwd_args *a)
                                   p, a);
 }
 
-/* The launcher dispatch_forward calls for one tile, element type and mask: picks the schedule
+/* The launcher dispatch_dtype_mask calls for one tile, element type and mask: picks the schedule
  * FX_ABLATION asks for (head_dim 128) and the varlen kernel. Returns cudaErrorInvalidValue
  * (reason printed) for an FX_ABLATION the descriptor's check_problem would have refused, else
  * launch's result. */
