@@ -15,6 +15,8 @@ function(fx_add_stage)
   list(TRANSFORM S_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
   add_library(${lib} STATIC ${S_SOURCES})
   target_link_libraries(${lib} PUBLIC fx_common)
+  # Position-independent, as fx_common: the shared library (api/) links every stage's library.
+  set_target_properties(${lib} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   # Every stage names its headers alike (model.h, traits.cuh), and every unit test links
   # every stage: so a stage's folder is on its own sources' include path only, and a test
   # names the header by folder, #include "02_flash1/model.h", through stages/.

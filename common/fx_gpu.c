@@ -33,9 +33,9 @@ int fx_exit_code_no_gpu(void)
     return (req && strcmp(req, "0") != 0 && req[0] != '\0') ? FX_EXIT_FAIL : FX_EXIT_NO_GPU;
 }
 
-int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t why_len)
+/* 0 when there is a device to use, else FX_EXIT_NO_GPU or FX_EXIT_FAIL with the reason. */
+static int device_count_check(char *why, size_t why_len)
 {
-    memset(info, 0, sizeof *info);
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err == cudaErrorInsufficientDriver) {
@@ -59,48 +59,82 @@ int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t wh
         snprintf(why, why_len, "cudaGetDeviceCount: %s", cudaGetErrorString(err));
         return FX_EXIT_FAIL;
     }
-    struct cudaDeviceProp prop;
-    if ((err = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
-        (err = cudaSetDevice(0)) != cudaSuccess) {
-        snprintf(why, why_len, "device 0: %s", cudaGetErrorString(err));
-        return FX_EXIT_FAIL;
-    }
-    info->ordinal = 0;
-    snprintf(info->name, sizeof info->name, "%s", prop.name);
-    info->sm_count = prop.multiProcessorCount;
-    info->cc_major = prop.major;
-    info->cc_minor = prop.minor;
-    info->l2_bytes = (size_t)prop.l2CacheSize;
-    info->total_mem = prop.totalGlobalMem;
+    return 0;
+}
 
-    int cc = 10 * prop.major + prop.minor;
+/* Checks that stage s can run on device `ordinal`, which is the current device. */
+static int device_check(const fx_stage *s, int ordinal, const struct cudaDeviceProp *prop,
+                        fx_device_info *info, char *why, size_t why_len)
+{
+    info->ordinal = ordinal;
+    snprintf(info->name, sizeof info->name, "%s", prop->name);
+    info->sm_count = prop->multiProcessorCount;
+    info->cc_major = prop->major;
+    info->cc_minor = prop->minor;
+    info->l2_bytes = (size_t)prop->l2CacheSize;
+    info->total_mem = prop->totalGlobalMem;
+
+    int cc = 10 * prop->major + prop->minor;
     if (cc < s->caps.min_sm) {
-        snprintf(why, why_len, "%s is sm_%d; stage %s needs sm_%d or newer", prop.name, cc, s->id,
+        snprintf(why, why_len, "%s is sm_%d; stage %s needs sm_%d or newer", prop->name, cc, s->id,
                  s->caps.min_sm);
         return FX_EXIT_NO_GPU;
     }
     /* sm_90a code runs on compute capability 9.0 only (PTX ISA, "Target ISA notes"). */
     if (s->caps.sm90a_only && cc != 90) {
-        snprintf(why, why_len, "%s is sm_%d; stage %s is built for sm_90a (Hopper) only", prop.name,
-                 cc, s->id);
+        snprintf(why, why_len, "%s is sm_%d; stage %s is built for sm_90a (Hopper) only",
+                 prop->name, cc, s->id);
         return FX_EXIT_NO_GPU;
     }
     /* The portable stages and the timing spin are built for FX_CUDA_ARCHS (on a machine
      * without a GPU, sm_90 alone): a GPU outside them gets no kernel image. */
-    err = fx_spin_probe();
+    cudaError_t err = fx_spin_probe();
     if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
         (void)cudaGetLastError(); /* leave no error behind */
         snprintf(why, why_len,
                  "%s is sm_%d, and this build's portable code is for sm %s only (FX_CUDA_ARCHS): "
                  "rebuild on this machine (FX_CUDA_ARCHS=auto) or with FX_CUDA_ARCHS=all",
-                 prop.name, cc, FX_PORTABLE_ARCHS_TEXT);
+                 prop->name, cc, FX_PORTABLE_ARCHS_TEXT);
         return FX_EXIT_NO_GPU;
     }
     if (err != cudaSuccess) {
-        snprintf(why, why_len, "device 0: %s", cudaGetErrorString(err));
+        snprintf(why, why_len, "device %d: %s", ordinal, cudaGetErrorString(err));
         return FX_EXIT_FAIL;
     }
     return 0;
+}
+
+int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t why_len)
+{
+    memset(info, 0, sizeof *info);
+    int rc = device_count_check(why, why_len);
+    if (rc != 0)
+        return rc;
+    struct cudaDeviceProp prop;
+    cudaError_t err;
+    if ((err = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess ||
+        (err = cudaSetDevice(0)) != cudaSuccess) {
+        snprintf(why, why_len, "device 0: %s", cudaGetErrorString(err));
+        return FX_EXIT_FAIL;
+    }
+    return device_check(s, 0, &prop, info, why, why_len);
+}
+
+int fx_device_check_current(const fx_stage *s, fx_device_info *info, char *why, size_t why_len)
+{
+    memset(info, 0, sizeof *info);
+    int rc = device_count_check(why, why_len);
+    if (rc != 0)
+        return rc;
+    int ordinal = 0;
+    struct cudaDeviceProp prop;
+    cudaError_t err;
+    if ((err = cudaGetDevice(&ordinal)) != cudaSuccess ||
+        (err = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess) {
+        snprintf(why, why_len, "device %d: %s", ordinal, cudaGetErrorString(err));
+        return FX_EXIT_FAIL;
+    }
+    return device_check(s, ordinal, &prop, info, why, why_len);
 }
 
 /* NVML, reached through dlopen so that the program does not need libnvidia-ml to

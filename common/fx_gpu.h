@@ -37,6 +37,9 @@ typedef struct fx_device_info {
  * capability below s->caps.min_sm, or not 9.0 for an sm90a-only stage), or
  * FX_EXIT_FAIL for any other CUDA error. */
 int fx_device_open(const fx_stage *s, fx_device_info *info, char *why, size_t why_len);
+/* fx_device_open's checks on the calling thread's current device, which it leaves current
+ * (the shared library's callers choose their device: api/fx_api.h). Same returns. */
+int fx_device_check_current(const fx_stage *s, fx_device_info *info, char *why, size_t why_len);
 
 /* FX_EXIT_NO_GPU (77), or FX_EXIT_FAIL (1) when FX_REQUIRE_GPU is set in the
  * environment to anything but "" or "0" (the H200 runs set it to 1). */

@@ -4,6 +4,7 @@
 #include "fx_msg.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* "<name>: ", the name at most 63 bytes: a stage id is a folder name, far shorter. */
 static char prefix[64 + 2] = FX_MSG_DEFAULT_PREFIX ": ";
@@ -38,16 +39,42 @@ static void print_line(FILE *f, const char *fmt, va_list ap)
     fflush(f);
 }
 
+/* fx_msg_capture's buffer, per thread: one library call's messages. */
+static _Thread_local char *capture_buf;
+static _Thread_local size_t capture_len;
+
+void fx_msg_capture(char *buf, size_t len)
+{
+    capture_buf = len > 0 ? buf : NULL;
+    capture_len = len;
+    if (capture_buf)
+        capture_buf[0] = '\0';
+}
+
+static void capture_line(const char *fmt, va_list ap)
+{
+    size_t used = strlen(capture_buf);
+    if (used > 0 && used + 1 < capture_len) {
+        capture_buf[used++] = '\n';
+        capture_buf[used] = '\0';
+    }
+    if (used + 1 < capture_len)
+        vsnprintf(capture_buf + used, capture_len - used, fmt, ap);
+}
+
 void fx_verror(const char *fmt, va_list ap)
 {
-    print_line(stderr, fmt, ap);
+    if (capture_buf)
+        capture_line(fmt, ap);
+    else
+        print_line(stderr, fmt, ap);
 }
 
 void fx_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    print_line(stderr, fmt, ap);
+    fx_verror(fmt, ap);
     va_end(ap);
 }
 

@@ -10,6 +10,7 @@
 #define FX_MSG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,12 @@ const char *fx_msg_prefix(void);
 void fx_error(const char *fmt, ...) FX_PRINTF_LIKE(1, 2);
 /* fx_error with the arguments in a va_list (for wrappers of their own). */
 void fx_verror(const char *fmt, va_list ap);
+
+/* While a library call runs (api/fx_api.c), the lines fx_error and fx_verror would print
+ * go instead, without the prefix, into buf (len bytes, each line after the last, '\n'
+ * between them, truncated to fit) on this thread: the call returns them to its caller.
+ * fx_msg_capture(NULL, 0) stops that. */
+void fx_msg_capture(char *buf, size_t len);
 
 /* The same to stdout, for the lines that report a run's outcome rather than an error
  * ("stage_03_flash2: skipped: no usable GPU: ..."). */

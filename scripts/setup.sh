@@ -8,6 +8,7 @@
 # or $CUDA_HOME/bin). On Debian/Ubuntu it installs, with apt-get and only when missing:
 #   cmake, pkg-config, make, g++   the build (CMake 3.25 or newer)
 #   check                          the unit tests (libcheck, found through pkg-config)
+#   python3                        the test unit_python_binding (python/flash_explorer)
 #   gnuplot-nox                    the figures
 #   clang-format-14, shellcheck    with CI=true or FX_INSTALL_LINTERS=1 only: the tests
 #                                  format_clang_format and scripts_shellcheck (they
@@ -61,6 +62,7 @@ fx_missing_packages() {
     command -v make >/dev/null 2>&1 || echo make
     command -v g++ >/dev/null 2>&1 || echo g++
     fx_have_check || dpkg -s check >/dev/null 2>&1 || echo check
+    command -v python3 >/dev/null 2>&1 || echo python3
     command -v gnuplot >/dev/null 2>&1 || echo gnuplot-nox
     if [[ ${CI:-} == true || ${FX_INSTALL_LINTERS:-0} == 1 ]]; then
         command -v clang-format-14 >/dev/null 2>&1 || echo clang-format-14
