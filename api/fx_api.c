@@ -260,10 +260,23 @@ static int workspace_get(const char *prefix, size_t need, void *given, size_t gi
     return FX_API_OK;
 }
 
-/* The stage's call returned err; its launcher's own lines (captured) come first. */
-static int launch_result(const char *prefix, const char *what, cudaError_t err,
-                         const char *captured, char *msg, size_t msg_len)
+/* Runs the stage's forward (fa) or, when fa is NULL, its backward (ba), with the lines its
+ * launcher prints (fx_error) captured instead; then gives back a workspace the library
+ * allocated (owned: workspace_get's) on the call's stream. FX_API_OK, or FX_API_ERROR with
+ * the launcher's own lines, or else the CUDA error's name, in msg. */
+static int run_captured(const fx_stage *s, const fx_fwd_args *fa, const fx_bwd_args *ba, bool owned,
+                        const char *prefix, char *msg, size_t msg_len)
 {
+    char captured[1024];
+    fx_msg_capture(captured, sizeof captured);
+    cudaError_t err = fa ? s->forward(fa) : s->backward(ba);
+    fx_msg_capture(NULL, 0);
+    if (owned) {
+        const cudaError_t free_err =
+            cudaFreeAsync(fa ? fa->workspace : ba->workspace, fa ? fa->stream : ba->stream);
+        if (err == cudaSuccess)
+            err = free_err;
+    }
     if (err == cudaSuccess)
         return FX_API_OK;
     (void)cudaGetLastError(); /* a launch error is not sticky: leave none behind */
@@ -271,8 +284,8 @@ static int launch_result(const char *prefix, const char *what, cudaError_t err,
         set_msg(msg, msg_len, prefix, "%s: %s (%s)", captured, cudaGetErrorString(err),
                 cudaGetErrorName(err));
     else
-        set_msg(msg, msg_len, prefix, "%s: %s (%s)", what, cudaGetErrorString(err),
-                cudaGetErrorName(err));
+        set_msg(msg, msg_len, prefix, "%s: %s (%s)", fa ? "the forward" : "the backward",
+                cudaGetErrorString(err), cudaGetErrorName(err));
     return FX_API_ERROR;
 }
 
@@ -334,16 +347,7 @@ int fx_api_forward(const char *stage, const fx_api_problem *ap, const fx_api_fwd
         .workspace_bytes = ws ? (owned ? need : a->workspace_bytes) : 0,
         .stream = stream,
     };
-    char captured[1024];
-    fx_msg_capture(captured, sizeof captured);
-    cudaError_t err = s->forward(&fa);
-    fx_msg_capture(NULL, 0);
-    if (owned) {
-        const cudaError_t free_err = cudaFreeAsync(ws, stream);
-        if (err == cudaSuccess)
-            err = free_err;
-    }
-    return launch_result(prefix, "the forward", err, captured, msg, msg_len);
+    return run_captured(s, &fa, NULL, owned, prefix, msg, msg_len);
 }
 
 int fx_api_backward(const char *stage, const fx_api_problem *ap, const fx_api_bwd_args *a,
@@ -403,14 +407,5 @@ int fx_api_backward(const char *stage, const fx_api_problem *ap, const fx_api_bw
         .workspace_bytes = ws ? (owned ? need : a->workspace_bytes) : 0,
         .stream = stream,
     };
-    char captured[1024];
-    fx_msg_capture(captured, sizeof captured);
-    cudaError_t err = s->backward(&ba);
-    fx_msg_capture(NULL, 0);
-    if (owned) {
-        const cudaError_t free_err = cudaFreeAsync(ws, stream);
-        if (err == cudaSuccess)
-            err = free_err;
-    }
-    return launch_result(prefix, "the backward", err, captured, msg, msg_len);
+    return run_captured(s, NULL, &ba, owned, prefix, msg, msg_len);
 }

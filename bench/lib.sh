@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # lib.sh — functions the benchmark tools share, sourced (not a program) by bench/sweep.sh,
-# bench/join_sweeps.sh, bench/bounds.sh, bench/plot.sh and scripts/gen_readme_results.sh,
-# so that each is written once.
+# bench/varlen.sh, bench/join_sweeps.sh, bench/bounds.sh, bench/plot.sh and
+# scripts/gen_readme_results.sh, so that each is written once.
 #
 #   fx_writable [--mkdir] FILE    status 0 when FILE can be written: an existing regular
 #                                 file that opens for appending (its contents untouched),
@@ -18,6 +18,14 @@
 #                                 else the sweep's own, from the `direction=` line of its
 #                                 sidecar .meta (CSV minus .csv, plus .meta); else every
 #                                 direction the CSV has rows of; nothing when none applies
+#   fx_csv_header                 prints the CSV header the stage programs write
+#                                 (FX_CSV_HEADER in common/, read from the source, run from
+#                                 the repository's root); status 1 with a message on stderr
+#                                 when it cannot be found or read
+#   fx_tree_commit LEN            prints the commit a run's peer rows record: FX_GIT_COMMIT
+#                                 when set (a copy of the tree without .git), else git's
+#                                 HEAD abbreviated to LEN, with -dirty after it when tracked
+#                                 files differ, else "unknown"
 
 fx_writable() {
     local walk=0 f d probe
@@ -71,4 +79,27 @@ fx_sweep_dirs() {
                 END { print (f ? "fwd " : "") (b ? "bwd" : "") }' "$csv"
             ;;
     esac
+}
+
+fx_csv_header() {
+    local file header
+    file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | sed -n 1p || true)
+    if [[ -z $file ]]; then
+        echo "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c" >&2
+        return 1
+    fi
+    header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$file" | grep -o '"[^"]*"' | tr -d '"\n')
+    if [[ $header != stage,direction,* ]]; then
+        echo "cannot read FX_CSV_HEADER from $file" >&2
+        return 1
+    fi
+    echo "$header"
+}
+
+fx_tree_commit() {
+    local commit=${FX_GIT_COMMIT:-}
+    if [[ -z $commit ]] && commit=$(git rev-parse --short="$1" HEAD 2>/dev/null); then
+        [[ -z $(git status --porcelain --untracked-files=no 2>/dev/null) ]] || commit+=-dirty
+    fi
+    echo "${commit:-unknown}"
 }

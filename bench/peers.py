@@ -791,16 +791,22 @@ def time_sdpa(ctx, args, pt, name, backend, qkv, dout, direction):
     result_line(ctx, args, name, direction, timing, rate)
 
 
+def fa3_or_skip(ctx, args, name):
+    """The FA3 module (ctx.fa3), or None after one skip line saying why it did not import
+    (once per --serve process; every time in a one-shot run)."""
+    if ctx.fa3 is None and (not ctx.fa3_said or not args.serve):
+        skip_line(name, "", ctx.fa3_why, every=True)
+        ctx.fa3_said = True
+    return ctx.fa3
+
+
 def time_fa3(ctx, args, pt, qkv, dout, dirs):
     """FA3's forward (flash_attn_func, or flash_attn_with_kvcache with --kvcache) and,
     where the build has one, its backward."""
     torch = ctx.torch
     name = "fa3_kvcache" if args.kvcache else "fa3"
-    fa3 = ctx.fa3
+    fa3 = fa3_or_skip(ctx, args, name)
     if fa3 is None:
-        if not ctx.fa3_said or not args.serve:
-            skip_line(name, "", ctx.fa3_why, every=True)
-            ctx.fa3_said = True
         return
     m = fa3.m
     for direction in dirs:
@@ -919,11 +925,8 @@ def time_fa3_varlen(ctx, args, pt, qkv, cu, used):
     """FA3's flash_attn_varlen_func on the packed batch: a row and a line, or a skip line."""
     torch = ctx.torch
     name = "fa3"
-    fa3 = ctx.fa3
+    fa3 = fa3_or_skip(ctx, args, name)
     if fa3 is None:
-        if not ctx.fa3_said or not args.serve:
-            skip_line(name, "", ctx.fa3_why, every=True)
-            ctx.fa3_said = True
         return
     m = fa3.m
     fn = getattr(m, "flash_attn_varlen_func", None)

@@ -128,8 +128,9 @@
 # the CSV can be written), or when every stage run was refused (the CSV keeps the peers'
 # rows).
 set -euo pipefail
+# bench/lib.sh: fx_writable, fx_csv_bad_row, fx_sweep_dirs, fx_csv_header, fx_tree_commit
 # shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable, fx_csv_bad_row, fx_sweep_dirs
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
@@ -617,20 +618,12 @@ stage_csv=$logs/stage_$$.csv
 exec {logfd}>>"$log"
 
 # The header (FX_CSV_HEADER in common/), so that the stages and the peers append to one.
-header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | sed -n 1p || true)
-[[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c"
-header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' |
-    tr -d '"\n')
-[[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from $header_file"
+header=$(fx_csv_header) || die "the CSV header: see above"
 echo "$header" >"$csv_run"
 
 # The commit the peers' rows record: the environment's (a copy without .git), git's, or
 # at the end the one the stage rows recorded at configure time.
-commit=${FX_GIT_COMMIT:-}
-if [[ -z $commit ]] && commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
-    [[ -z $(git status --porcelain --untracked-files=no 2>/dev/null) ]] || commit+=-dirty
-fi
-commit=${commit:-unknown}
+commit=$(fx_tree_commit 12)
 
 {
     echo "command=$command_line"

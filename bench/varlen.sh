@@ -68,7 +68,7 @@
 # 2 on bad usage (checked before anything runs).
 set -euo pipefail
 # shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # fx_writable, fx_csv_header, fx_tree_commit
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -315,18 +315,10 @@ stage_csv=$logs/stage_$$.csv
 : >"$log"
 exec {logfd}>>"$log"
 
-header_file=$(grep -l '#define FX_CSV_HEADER' common/*.h common/*.c 2>/dev/null | sed -n 1p || true)
-[[ -n $header_file ]] || die "cannot find #define FX_CSV_HEADER in common/*.h or common/*.c"
-header=$(sed -n '/#define FX_CSV_HEADER/,/[^\\]$/p' "$header_file" | grep -o '"[^"]*"' |
-    tr -d '"\n')
-[[ $header == stage,direction,* ]] || die "cannot read FX_CSV_HEADER from $header_file"
+header=$(fx_csv_header) || die "the CSV header: see above"
 echo "$header" >"$csv_run"
 
-commit=${FX_GIT_COMMIT:-}
-if [[ -z $commit ]] && commit=$(git rev-parse --short=7 HEAD 2>/dev/null); then
-    [[ -z $(git status --porcelain --untracked-files=no 2>/dev/null) ]] || commit+=-dirty
-fi
-commit=${commit:-unknown}
+commit=$(fx_tree_commit 7)
 
 {
     echo "command=$command_line"

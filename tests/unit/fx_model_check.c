@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fx_check.h"
 #include "fx_host.h"
@@ -252,4 +253,18 @@ void fx_model_check_single_key(const fx_cpu_model *model, int head_dim)
         ck_assert_float_eq(r.dv[c], r.dout[c]);
     }
     fx_model_release(&r);
+}
+
+int fx_test_parse_args(const char *line, fx_options *o, char *why, size_t why_len)
+{
+    enum { kMaxArgs = 64 };
+    static char buf[16384];
+    char *argv[kMaxArgs];
+    int argc = 0;
+    argv[argc++] = "stage_test";
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *word = strtok(buf, " "); word && argc < kMaxArgs; word = strtok(NULL, " "))
+        argv[argc++] = word;
+    fx_options_default(o);
+    return fx_options_parse(argc, argv, o, why, why_len);
 }

@@ -1,7 +1,8 @@
 /*
- * fx_model_check.h — what the CPU-model suites (test_flash*_model.c) share: a problem,
- * a model run on seeded inputs, index maps, and the check of a model against the fp64
- * reference under FlashAttention's pass rule (fx_check.h), every row of every slice.
+ * fx_model_check.h — what the unit suites share (every one links fx_model_check.c): for the
+ * CPU-model suites (test_flash*_model.c) a problem, a model run on seeded inputs, index maps,
+ * and the check of a model against the fp64 reference under FlashAttention's pass rule
+ * (fx_check.h), every row of every slice; for the option suites, a command line parsed.
  */
 #ifndef FX_MODEL_CHECK_H
 #define FX_MODEL_CHECK_H
@@ -9,8 +10,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fx_options.h"
 #include "fx_problem.h"
 #include "fx_stage.h"
+
+/* Parses `line` (words separated by single spaces, at most 63, the whole line under 16 KiB)
+ * as a stage program's arguments after argv[0] into *o, from fx_options_default; returns
+ * fx_options_parse's exit code (0, or 2 with the message in why). The words live in a static
+ * buffer until the next call: o's strings and the problem's length lists point into it or
+ * into *o. */
+int fx_test_parse_args(const char *line, fx_options *o, char *why, size_t why_len);
 
 /* A validated problem (ck_assert on a refusal), scale 1/sqrt(head_dim), a fixed seed. */
 fx_problem fx_test_problem(int batch, int seqlen_q, int seqlen_k, int heads_q, int heads_kv,

@@ -12,9 +12,8 @@
 #include <string.h>
 
 #include "fx_main.h"
+#include "fx_model_check.h"
 #include "fx_usage.h"
-
-enum { MAX_ARGS = 64 };
 
 typedef struct parsed {
     int rc;
@@ -25,18 +24,9 @@ typedef struct parsed {
 /* Parses `line` (words separated by single spaces) as the arguments after argv[0]. */
 static parsed parse(const char *line)
 {
-    static char buf[1024];
-    char *argv[MAX_ARGS];
-    int argc = 0;
-    argv[argc++] = "stage_test";
-    snprintf(buf, sizeof buf, "%s", line);
-    for (char *word = strtok(buf, " "); word && argc < MAX_ARGS; word = strtok(NULL, " "))
-        argv[argc++] = word;
-
     parsed r;
     memset(&r, 0, sizeof r);
-    fx_options_default(&r.o);
-    r.rc = fx_options_parse(argc, argv, &r.o, r.why, sizeof r.why);
+    r.rc = fx_test_parse_args(line, &r.o, r.why, sizeof r.why);
     return r;
 }
 

@@ -13,13 +13,12 @@
 
 #include "fx_compare.h"
 #include "fx_main.h"
+#include "fx_model_check.h"
 #include "fx_reference.h"
 #include "fx_run.h"
 #include "fx_stage.h"
 
 extern const fx_stage fx_stage_08_intra_wg_overlap, fx_stage_09_persistent;
-
-enum { MAX_ARGS = 64 };
 
 /* The options of the last parse: static, since the problem points into them. */
 static fx_options opts;
@@ -28,15 +27,7 @@ static char why[512];
 /* Parses `line` (words separated by single spaces) into opts; returns the exit code. */
 static int parse(const char *line)
 {
-    static char buf[16384];
-    char *argv[MAX_ARGS];
-    int argc = 0;
-    argv[argc++] = "stage_test";
-    snprintf(buf, sizeof buf, "%s", line);
-    for (char *word = strtok(buf, " "); word && argc < MAX_ARGS; word = strtok(NULL, " "))
-        argv[argc++] = word;
-    fx_options_default(&opts);
-    return fx_options_parse(argc, argv, &opts, why, sizeof why);
+    return fx_test_parse_args(line, &opts, why, sizeof why);
 }
 
 /* `line` is refused with 2 and a message that contains `text`. */
