@@ -1518,7 +1518,9 @@ struct Launch {
  * Returns cudaErrorMisalignedAddress for an O whose rows are not 16-byte aligned,
  * cudaErrorInvalidValue for a head_dim or dtype not built, a tensor map that cannot be encoded,
  * a workspace smaller than FX_ENTRY(fwd_workspace_bytes) or a scheduler choice that
- * check_problem refuses (each with its reason printed), else the launch's error. */
+ * check_problem refuses (each with its reason printed), else the launch's error. Its head_dim
+ * switch is common/fx_fwd_sm90.cuh's dispatch_forward with five tiles instead of three (96
+ * on the 128-column tile), the same checks in the same order. */
 extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     if (!o_aligned(a->o, &a->o_layout))
