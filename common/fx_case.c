@@ -19,6 +19,7 @@
 #include "fx_csv.h"
 #include "fx_msg.h"
 #include "fx_run.h"
+#include "fx_save.h"
 
 /* Above this many FLOPs the CPU model (fp32, a few GFLOP/s per core) takes minutes: say so. */
 #define FX_CPU_MODEL_SLOW_FLOPS 2e10
@@ -394,6 +395,8 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
 
     if (c->opt.digest)
         fx_print_digest(p, &st.out, backward);
+    if (c->opt.save && fx_save_case(c->opt.save, c->self->id, p, &h, &st.out, backward) != 0)
+        goto out; /* rc stays FX_EXIT_FAIL: the file was named */
     if (c->opt.repeat > 1) {
         int bad = fx_repeat_check(&st, &in, backward, c->opt.repeat, verbose);
         if (bad < 0)

@@ -17,6 +17,7 @@
 #include "fx_host.h" /* fx_fresh_seed */
 #include "fx_matrix.h"
 #include "fx_msg.h"
+#include "fx_save.h"
 #include "fx_usage.h"
 
 /* --cpu: the stage's CPU model on the host, case by case. */
@@ -110,7 +111,8 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         fx_usage(&c, stdout);
         return FX_EXIT_OK;
     }
-    if (!c.opt.check && !c.opt.bench && !c.opt.matrix)
+    /* --save writes the checked run's host inputs: a run that only times has none. */
+    if ((!c.opt.check && !c.opt.bench && !c.opt.matrix) || c.opt.save)
         c.opt.check = true;
     if (c.opt.cpu)
         return main_cpu(&c);
@@ -118,6 +120,10 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
     /* Rows must not be lost after minutes of timing: the CSV file must open now, and a
      * path that cannot is a usage error whatever the GPU. */
     if (c.opt.csv && fx_csv_check_writable(c.opt.csv, why, sizeof why) != 0) {
+        fx_error("%s", why);
+        return FX_EXIT_USAGE;
+    }
+    if (c.opt.save && fx_save_prepare(c.opt.save, why, sizeof why) != 0) {
         fx_error("%s", why);
         return FX_EXIT_USAGE;
     }

@@ -103,6 +103,11 @@ static const fx_option_spec table[] = {
     {FLAG("--digest", NULL, FIELD(digest), FX_OPT_MODE,
           "print a hash of O and LSE (and of dQ, dK, dV with --bwd): two builds\n"
           "gave the same bits when their digests match")},
+    {VALUE("--save", FX_OPT_FILE, "DIR", FIELD(save), FX_OPT_MODE,
+           "write the case's inputs (dtype bits) and the stage's outputs (fp32)\n"
+           "to the folder DIR, made if missing, with problem.txt: another program\n"
+           "can then compare its results with the stage's bit for bit (implies --check)",
+           "")},
     {FLAG("--matrix", NULL, FIELD(matrix), FX_OPT_MODE,
           "the GPU test matrix generated from the capabilities")},
     {FLAG("--cpu", NULL, FIELD(cpu), FX_OPT_MODE,
@@ -537,6 +542,12 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
         snprintf(why, why_len,
                  "--cpu runs the CPU model and checks it: --bench, --matrix, "
                  "--repeat and --csv need the GPU");
+        return FX_EXIT_USAGE;
+    }
+    if (o->save && (o->matrix || o->fuzz > 0 || o->cpu)) {
+        snprintf(why, why_len,
+                 "--save writes one case that ran on the GPU: --matrix, --fuzz and --cpu "
+                 "run other cases");
         return FX_EXIT_USAGE;
     }
     /* The timing options shape only what --bench times: elsewhere they would do nothing. */

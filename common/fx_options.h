@@ -2,7 +2,7 @@
  * fx_options.h — the command line of every stage program, defined by one table.
  *
  *   stage_NN [problem options] [--check] [--bench] [--bwd] [--matrix] [--repeat N]
- *            [--fuzz N] [--cpu] [--csv FILE] [--help]
+ *            [--fuzz N] [--cpu] [--csv FILE] [--save DIR] [--help]
  *
  * Each option is one row of fx_option_table (fx_options.c): its name, the kind of value
  * it takes, the range, the fields it sets and its help text. The parser and --help
@@ -52,6 +52,7 @@ typedef struct fx_options {
     int spin_us;       /* benchmark: GPU spin before each timed call, µs (0: none; fx_gpu.h) */
     int ref_slices;    /* (batch, head) slices the reference samples on large problems */
     const char *csv;   /* append result rows to this file */
+    const char *save;  /* --save DIR: write the case's inputs and outputs there (fx_save.h) */
     /* --seqlens-q, --seqlens-k, --seqused-k: per-sequence lengths, n_* of each (0: not
      * given). fx_options_parse makes the problem a variable-length batch from them; its
      * cu_seqlens_q/k and seqused_k then point into cu_seqlens_q/k and seqused_k here, so

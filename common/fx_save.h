@@ -1,0 +1,45 @@
+/*
+ * fx_save.h — --save DIR: one checked case's inputs and one stage's outputs as files, so
+ * that another program (numpy, PyTorch, the C API's tests) can read exactly what the
+ * stage program computed, and compare its own result with it bit for bit.
+ *
+ * DIR holds, each a raw little-endian array in the harness's layout (fx_problem.h):
+ *   q.bin, k.bin, v.bin   the inputs' dtype bits, uint16 (bf16 or fp16)
+ *   dout.bin              dO's bits, with --bwd
+ *   o.f32, lse.f32        the stage's O (as float: every bf16/fp16 value is exact in it)
+ *                         and its LSE, fp32, natural log
+ *   dq.f32, dk.f32, dv.f32  with --bwd
+ *   problem.txt           key=value lines: the stage, the sizes, dtype, causal, the
+ *                         resolved softmax_scale (%.17g, so that it reads back exactly),
+ *                         seed, dist, qk_scale, and for a variable-length batch its
+ *                         cu_seqlens_q/k and seqused_k as comma-separated lists
+ * Files of an earlier --save in DIR are overwritten. docs/harness.md, "--save".
+ */
+#ifndef FX_SAVE_H
+#define FX_SAVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fx_problem.h"
+#include "fx_run.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates DIR if it does not exist (one level: its parent must exist) and checks that a
+ * file can be created in it, before any GPU work. Returns 0, or FX_EXIT_USAGE with `why`
+ * naming DIR and the system's reason. */
+int fx_save_prepare(const char *dir, char *why, size_t why_len);
+
+/* Writes the files above for stage `stage_id` (its folder name) on problem p: h's bits
+ * (fx_host_make's; dO's only when `backward`) and o's host copies (fx_run_stage's).
+ * Returns 0, or 1 after naming the file that could not be written (fx_error). */
+int fx_save_case(const char *dir, const char *stage_id, const fx_problem *p, const fx_case_host *h,
+                 const fx_outputs *o, bool backward);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
