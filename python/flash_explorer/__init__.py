@@ -11,7 +11,8 @@ code of its own. torch is optional at import and needed only to run a stage:
 Tensors are in FlashAttention's layout, [batch, seqlen, heads, head_dim], head_dim
 contiguous. The library is found at $FLASH_EXPLORER_LIB, else next to this file, else in
 the repository's build/lib/. A case outside a stage's capabilities raises UnsupportedError
-with the stage program's own message. The GPU path is not yet tested on a GPU (docs/api.md).
+with the stage program's own message. tests/python/test_gpu.py holds its results to the stage
+programs' bit for bit, and to a PyTorch reference by FlashAttention's tolerance rule.
 """
 
 import ctypes
@@ -19,7 +20,8 @@ import os
 
 __all__ = [
     "FlashExplorerError", "UnsupportedError", "NoGPUError", "CUDAError", "stages",
-    "capabilities", "check", "flash_attn_func", "flash_attn_backward", "library_path",
+    "capabilities", "check", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_backward",
+    "library_path",
 ]
 
 API_VERSION = 1  # FX_API_VERSION of api/fx_api.h, whose structs are mirrored below
@@ -222,7 +224,7 @@ def _torch():
     return torch
 
 
-def _dtype_name(torch, tensors, names):
+def _dtype_name(torch, tensors, names, dims=4, shape_text="[batch, seqlen, heads, head_dim]"):
     dtypes = {torch.bfloat16: "bf16", torch.float16: "fp16"}
     for t, name in zip(tensors, names):
         if not isinstance(t, torch.Tensor):
@@ -235,9 +237,9 @@ def _dtype_name(torch, tensors, names):
         if t.device != tensors[0].device:
             raise ValueError(f"flash_explorer: {name} is on {t.device}, {names[0]} on "
                              f"{tensors[0].device}")
-        if t.dim() != 4:
+        if t.dim() != dims:
             raise ValueError(f"flash_explorer: {name} has shape {tuple(t.shape)}: "
-                             "[batch, seqlen, heads, head_dim] expected")
+                             f"{shape_text} expected")
         if t.stride(-1) != 1:
             raise UnsupportedError(f"flash_explorer: {name}'s head_dim stride is "
                                    f"{t.stride(-1)}: the stages take head_dim contiguous (1)")
@@ -255,6 +257,17 @@ def _shapes(q, k, v):
                          f"{tuple(v.shape)}: k and v must be [batch, seqlen_k, heads_kv, "
                          "head_dim] with q's batch and head_dim")
     return b, sq, sk, hq, hkv, d
+
+
+def _ptr(t, keep):
+    """t's device address; a tensor with no elements (a varlen batch of empty sequences)
+    has none (0), which the C API refuses, so it gets a 16-byte stand-in that no kernel
+    reads (the programs allocate such buffers the same way). `keep` holds it alive."""
+    if t.numel() > 0:
+        return t.data_ptr()
+    stand_in = _torch().empty(8, dtype=t.dtype, device=t.device)
+    keep.append(stand_in)
+    return stand_in.data_ptr()
 
 
 def _layout(t):
@@ -284,6 +297,75 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, stage=DEFAULT_
         a = _FwdArgs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(),
                      lse=lse.data_ptr(), q_layout=_layout(q), k_layout=_layout(k),
                      v_layout=_layout(v), o_layout=_layout(out),
+                     stream=torch.cuda.current_stream(q.device).cuda_stream)
+        _call(_library().fx_api_forward, stage.encode(), ctypes.byref(p), ctypes.byref(a))
+    return (out, lse) if return_lse else out
+
+
+def _int_list(t, name):
+    """A 1-D integer tensor (any device) or sequence as a Python list, for the host copy."""
+    torch = _torch()
+    if isinstance(t, torch.Tensor):
+        if t.dim() != 1 or t.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"flash_explorer: {name} must be a 1-D int32 tensor, not "
+                            f"{t.dtype} of shape {tuple(t.shape)}")
+        return [int(x) for x in t.tolist()]
+    return [int(x) for x in t]
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           softmax_scale=None, causal=False, *, seqused_k=None,
+                           stage="09_persistent", return_lse=False):
+    """FlashAttention's variable-length forward (flash_attn_varlen_func) with one stage's
+    kernels, for stages whose capabilities have varlen (09).
+
+    q: [total_q, heads_q, head_dim], k, v: [total_k, heads_kv, head_dim], the sequences
+    packed along the rows: sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
+    (cu_seqlens_q, cu_seqlens_k: batch + 1 int32, 0 first, non-decreasing, on any device);
+    seqused_k: None, or batch int32 counts, the first keys of each sequence it attends.
+    max_seqlen_q, max_seqlen_k: the longest sequence's lengths. Causal is bottom-right
+    aligned per sequence. The offsets are read on the host too (the C API checks them
+    there), which synchronizes with their device when they live on a GPU.
+    Returns out [total_q, heads_q, head_dim], and with return_lse lse fp32 [heads_q, total_q].
+    Raises as flash_attn_func does; UnsupportedError for offsets the program would refuse."""
+    torch = _torch()
+    dtype = _dtype_name(torch, (q, k, v), ("q", "k", "v"), dims=3,
+                        shape_text="[total, heads, head_dim]")
+    tq, hq, d = q.shape
+    tk, hkv, dk = k.shape
+    if k.shape != v.shape or dk != d:
+        raise ValueError(f"flash_explorer: q {tuple(q.shape)}, k {tuple(k.shape)}, v "
+                         f"{tuple(v.shape)}: k and v must be [total_k, heads_kv, head_dim] "
+                         "with q's head_dim")
+    cq, ck = _int_list(cu_seqlens_q, "cu_seqlens_q"), _int_list(cu_seqlens_k, "cu_seqlens_k")
+    used = None if seqused_k is None else _int_list(seqused_k, "seqused_k")
+    batch = len(cq) - 1
+    if batch < 1 or len(ck) != len(cq) or (used is not None and len(used) != batch):
+        raise ValueError(f"flash_explorer: cu_seqlens_q has {len(cq)} entries, cu_seqlens_k "
+                         f"{len(ck)}" + ("" if used is None else f", seqused_k {len(used)}")
+                         + ": batch + 1, batch + 1 and batch expected (batch >= 1)")
+    host = lambda xs: (ctypes.c_int * len(xs))(*xs)
+    cq_h, ck_h = host(cq), host(ck)
+    used_h = None if used is None else host(used)
+    p = _problem(batch, int(max_seqlen_q), int(max_seqlen_k), hq, hkv, d, dtype, causal,
+                 softmax_scale)
+    p.varlen, p.total_q, p.total_k = 1, tq, tk
+    p.cu_seqlens_q = ctypes.cast(cq_h, ctypes.c_void_p)
+    p.cu_seqlens_k = ctypes.cast(ck_h, ctypes.c_void_p)
+    p.seqused_k = None if used_h is None else ctypes.cast(used_h, ctypes.c_void_p)
+    dev = lambda xs: torch.tensor(xs, dtype=torch.int32, device=q.device)
+    cq_d, ck_d = dev(cq), dev(ck)
+    used_d = None if used is None else dev(used)
+    out = torch.empty((tq, hq, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device)
+    layout = lambda t: _Layout(0, t.stride(0), t.stride(1))  # no batch stride when packed
+    keep = []
+    with torch.cuda.device(q.device):
+        a = _FwdArgs(q=_ptr(q, keep), k=_ptr(k, keep), v=_ptr(v, keep), o=_ptr(out, keep),
+                     lse=_ptr(lse, keep), q_layout=layout(q), k_layout=layout(k),
+                     v_layout=layout(v), o_layout=layout(out), cu_seqlens_q=cq_d.data_ptr(),
+                     cu_seqlens_k=ck_d.data_ptr(),
+                     seqused_k=None if used_d is None else used_d.data_ptr(),
                      stream=torch.cuda.current_stream(q.device).cuda_stream)
         _call(_library().fx_api_forward, stage.encode(), ctypes.byref(p), ctypes.byref(a))
     return (out, lse) if return_lse else out
