@@ -295,6 +295,7 @@ static bool csv_append(const fx_ctx *c, const fx_problem *p, const fx_case_resul
         .err_prev_max = b->checked && prev && eprev >= 0 ? eprev : -1,
         .prev_stage = prev ? prev->id : "",
         .check = b->checked ? (r->pass ? "pass" : "fail") : "skipped",
+        .head_dim_v = fx_head_dim_v(p),
     };
     fx_csv_row_stamp(&row);
     return fx_csv_append(c->opt.csv, &row);
