@@ -132,7 +132,7 @@ import warnings
 FX_CSV_HEADER = (
     "stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
     "heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,"
-    "err_ref_max,err_prev_max,prev_stage,check"
+    "err_ref_max,err_prev_max,prev_stage,check,head_dim_v"
 )
 
 GEMM_SIZE = 8192           # torch_matmul: M = N = K (the DESIGN.md reference line)
@@ -621,6 +621,7 @@ def row(ctx, args, stage, direction, problem, timing, rate):
         "check": "peer",
     }
     fields.update(problem)
+    fields.setdefault("head_dim_v", fields.get("head_dim", ""))  # the peers' V is Q's width
     append_row(args.csv, fields)
 
 

@@ -57,7 +57,7 @@ typedef struct seq_counts {
  * by sequence: each sequence with query rows and keys runs as the fixed-length problem of
  * batch 1 fx_seq_problem makes, on views of the packed device inputs (pointer offsets at
  * its first row, the packed row strides), into its own outputs, which are then placed at
- * the sequence's packed rows of o_h [fx_numel_q] and lse_h [fx_numel_lse] (LSE head h of
+ * the sequence's packed rows of o_h [fx_numel_o] and lse_h [fx_numel_lse] (LSE head h of
  * sequence b at h·total_q + cu_seqlens_q[b]). A sequence with no key cannot run on a
  * fixed-length stage (seqlen_k >= 1): its expected rows are O = 0 and LSE = -inf, as the
  * contract says. Elements no sequence places stay NaN and fail the comparison. Returns a
@@ -66,10 +66,10 @@ static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *i
                                         float *lse_h, seq_counts *n)
 {
     const fx_problem *p = in->p;
-    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
-    const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p), esize = fx_dtype_bytes(p->dtype);
+    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p), lv = fx_layout_v(p);
+    const size_t no = fx_numel_o(p), nl = fx_numel_lse(p), esize = fx_dtype_bytes(p->dtype);
     /* Elements no sequence places stay NaN, and fail the comparison. */
-    for (size_t x = 0; x < nq; ++x)
+    for (size_t x = 0; x < no; ++x)
         o_h[x] = NAN;
     for (size_t x = 0; x < nl; ++x)
         lse_h[x] = NAN;
@@ -78,6 +78,7 @@ static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *i
         const fx_problem sp = fx_seq_problem(p, b);
         const size_t oq = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
         const size_t ok = fx_offset(lkv, b, fx_seq_start_k(p, b), 0, 0);
+        const size_t ov = fx_offset(lv, b, fx_seq_start_k(p, b), 0, 0);
         if (sp.seqlen_q == 0) {
             n->no_queries++;
             continue;
@@ -91,7 +92,7 @@ static cudaError_t prev_forward_per_seq(const fx_stage *prev, const fx_inputs *i
         fx_inputs view = {.p = &sp,
                           .q = (char *)in->q + oq * esize,
                           .k = (char *)in->k + ok * esize,
-                          .v = (char *)in->v + ok * esize};
+                          .v = (char *)in->v + ov * esize};
         fx_run r = {0};
         cudaError_t err = fx_run_stage(&r, prev, &view, false);
         if (err == cudaSuccess) {
@@ -114,7 +115,7 @@ static cudaError_t check_forward_case(const fx_ctx *c, const fx_case_host *h, co
                                       fx_case_result *res, fx_run *pv)
 {
     const fx_problem *p = in->p;
-    size_t nq = fx_numel_q(p), nl = fx_numel_lse(p);
+    size_t nq = fx_numel_o(p), nl = fx_numel_lse(p); /* O's elements, LSE's */
     char why[512];
     fx_fwd_check fc;
     fx_check_forward(p, c->opt.ref_slices, h, &st->out, &fc);
@@ -295,6 +296,7 @@ static bool csv_append(const fx_ctx *c, const fx_problem *p, const fx_case_resul
         .err_prev_max = b->checked && prev && eprev >= 0 ? eprev : -1,
         .prev_stage = prev ? prev->id : "",
         .check = b->checked ? (r->pass ? "pass" : "fail") : "skipped",
+        .head_dim_v = fx_head_dim_v(p),
     };
     fx_csv_row_stamp(&row);
     return fx_csv_append(c->opt.csv, &row);
@@ -462,7 +464,7 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
     fx_host_make(p, backward, &h);
     size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
     fx_outputs st = {0};
-    st.o_h = fx_xmalloc(nq * sizeof(float));
+    st.o_h = fx_xmalloc(fx_numel_o(p) * sizeof(float));
     st.lse_h = fx_xmalloc(nl * sizeof(float));
     s->cpu_model->forward(p, h.q, h.k, h.v, st.o_h, st.lse_h);
     fx_fwd_check fc;

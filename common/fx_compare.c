@@ -67,7 +67,7 @@ static void sample_forward(const fx_problem *p, int max_slices, fx_sample *s)
         rows_all += fx_seq_len_q(p, b);
     }
     /* A varlen batch's seqlen_k (its largest) may be 0: count a row as one key at least. */
-    double per_row = (double)(p->seqlen_k > 0 ? p->seqlen_k : 1) * p->head_dim * 2.0;
+    double per_row = (double)(p->seqlen_k > 0 ? p->seqlen_k : 1) * (p->head_dim + fx_head_dim_v(p));
     double all = per_row * rows_all * p->heads_q;
     int slices_total = n_seqs * p->heads_q;
     memset(s, 0, sizeof *s);
@@ -123,8 +123,10 @@ static fx_seq_view seq_view(const fx_problem *p, const fx_case_host *h, int b)
     const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
     const size_t oq = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
     const size_t ok = fx_offset(lkv, b, fx_seq_start_k(p, b), 0, 0);
-    fx_seq_view v = {fx_seq_problem(p, b), h->q + oq, h->k + ok, h->v + ok,
-                     h->dout ? h->dout + oq : NULL};
+    const size_t ov = fx_offset(fx_layout_v(p), b, fx_seq_start_k(p, b), 0, 0);
+    const size_t oo = fx_offset(fx_layout_o(p), b, fx_seq_start_q(p, b), 0, 0);
+    fx_seq_view v = {fx_seq_problem(p, b), h->q + oq, h->k + ok, h->v + ov,
+                     h->dout ? h->dout + oo : NULL};
     return v;
 }
 
@@ -133,8 +135,8 @@ void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h
 {
     fx_sample s;
     sample_forward(p, ref_slices, &s);
-    const int d = p->head_dim;
-    const fx_layout lq = fx_layout_q(p);
+    const int d = fx_head_dim_v(p); /* O's columns */
+    const fx_layout lo = fx_layout_o(p);
     fx_err_acc o, l, oe, le;
     fx_err_acc_init(&o);
     fx_err_acc_init(&l);
@@ -158,7 +160,7 @@ void fx_check_forward(const fx_problem *p, int ref_slices, const fx_case_host *h
         int sl = s.slice[t], i = s.rows[t], b = s.b[sl], hh = s.h[sl];
         const int row = fx_seq_start_q(p, b) + i;
         for (int col = 0; col < d; ++col) {
-            float x = st->o_h[fx_offset(lq, b, row, hh, col)];
+            float x = st->o_h[fx_offset(lo, b, row, hh, col)];
             fx_err_acc_add(&o, x, ro[t * d + col]);
             fx_err_acc_add(&oe, eo[t * d + col], ro[t * d + col]);
         }
@@ -274,10 +276,10 @@ void fx_place_seq_forward(const fx_problem *p, int b, const float *o_seq, const 
                           float *o, float *lse)
 {
     const int len = fx_seq_len_q(p, b);
-    const fx_layout lq = fx_layout_q(p);
+    const fx_layout lo = fx_layout_o(p);
     /* The sub-problem's rows have the packed row stride: its O is one block of rows. */
-    const size_t first = fx_offset(lq, b, fx_seq_start_q(p, b), 0, 0);
-    const size_t n = (size_t)len * (size_t)lq.row_stride;
+    const size_t first = fx_offset(lo, b, fx_seq_start_q(p, b), 0, 0);
+    const size_t n = (size_t)len * (size_t)lo.row_stride;
     for (size_t x = 0; x < n; ++x)
         o[first + x] = o_seq ? o_seq[x] : 0.0f;
     for (int h = 0; h < p->heads_q; ++h)

@@ -73,7 +73,7 @@ const fx_stage *fx_find_prev(const fx_ctx *c, const fx_problem *p, bool backward
 
 /* Places sequence b's forward outputs, computed as the fixed-length problem of batch 1
  * fx_seq_problem(p, b) makes, at their rows of the variable-length batch p's outputs:
- * o_seq [seqlen_q(b), heads_q, head_dim] into o [fx_numel_q(p)] from row cu_seqlens_q[b],
+ * o_seq [seqlen_q(b), heads_q, head_dim_v] into o [fx_numel_o(p)] from row cu_seqlens_q[b],
  * lse_seq [heads_q, seqlen_q(b)] into lse [fx_numel_lse(p)] at h·total_q + cu_seqlens_q[b].
  * o_seq and lse_seq NULL: the sequence has no key to run on (a fixed-length stage needs
  * seqlen_k >= 1), and its rows get what the contract says, O = 0 and LSE = -inf. */

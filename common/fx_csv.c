@@ -62,6 +62,7 @@ static const column columns[] = {
     COL(err_prev_max, COL_ERR),
     COL(prev_stage, COL_TEXT),
     COL(check, COL_TEXT),
+    COL(head_dim_v, COL_INT),
 };
 
 #undef COL

@@ -29,7 +29,10 @@ typedef struct fx_csv_row {
     double err_ref_max, err_prev_max;  /* max-abs errors; negative: empty (not checked) */
     const char *prev_stage;            /* NULL or "": none */
     const char *check;                 /* "pass", "fail" or "skipped" */
-    char date_text[32];                /* where fx_csv_row_stamp writes the date */
+    /* V's and O's columns (fx_head_dim_v): head_dim unless set. The last column, so that
+     * the columns before it read as they did. */
+    int head_dim_v;
+    char date_text[32]; /* where fx_csv_row_stamp writes the date */
 } fx_csv_row;
 
 /* The header line (no newline) into buf; "" when len is too small for it. */

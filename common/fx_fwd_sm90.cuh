@@ -12,8 +12,9 @@
  * are linked into one program, each with its own instantiations.
  *
  * Layouts (fx_problem.h): Q, O [batch, seqlen_q, heads_q, head_dim]; K, V [batch, seqlen_k,
- * heads_kv, head_dim]; LSE fp32 [batch, heads_q, seqlen_q], natural log. Query head h reads
- * kv head h / (heads_q / heads_kv). Causal is bottom-right aligned: row i sees key j iff
+ * heads_kv, head_dim] (V and O at head_dim_v columns where a stage has it: stage 09); LSE
+ * fp32 [batch, heads_q, seqlen_q], natural log. Query head h reads kv head h / (heads_q /
+ * heads_kv). Causal is bottom-right aligned: row i sees key j iff
  * j <= i + seqlen_k - seqlen_q. A row that sees no key gets O = 0 and LSE = -inf.
  *
  * Sources of the Hopper forwards: Shah et al., "FlashAttention-3: Fast and Accurate Attention
@@ -148,15 +149,16 @@ struct FwdParams {
     float scale_log2;     // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
 };
 
-/* Encodes the 4D map {head_dim, heads, seqlen, batch} of one tensor with boxes of
- * box_rows × 64 columns and the 128B swizzle; on failure prints the reason (a stride that is
- * not a multiple of 16 bytes, an unaligned base) and returns false. */
+/* Encodes the 4D map {cols, heads, seqlen, batch} of one tensor (cols: head_dim, or
+ * head_dim_v for V and O) with boxes of box_rows × 64 columns and the 128B swizzle; on
+ * failure prints the reason (a stride that is not a multiple of 16 bytes, an unaligned base)
+ * and returns false. */
 bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr, fx_layout l, int seqlen,
-                int heads, int box_rows, const char *name)
+                int heads, int cols, int box_rows, const char *name)
 {
     char why[256];
-    const fx_tma_tiled t = fx_tma_tiled_qkv(base, pr->dtype, l, pr->batch, seqlen, heads,
-                                            pr->head_dim, (uint32_t)box_rows, kSlabCols);
+    const fx_tma_tiled t = fx_tma_tiled_qkv(base, pr->dtype, l, pr->batch, seqlen, heads, cols,
+                                            (uint32_t)box_rows, kSlabCols);
     if (fx_tma_encode_tiled(map, &t, why, sizeof why) != FX_TMA_OK) {
         fx_error("the tensor map of %s: %s", name, why);
         return false;
@@ -169,10 +171,13 @@ bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr, fx_lay
 bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_n)
 {
     const fx_problem *pr = a->p;
-    if (!encode_map(&p->tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, block_m, "Q") ||
-        !encode_map(&p->tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, block_n, "K") ||
-        !encode_map(&p->tma_v, a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, block_n, "V") ||
-        !encode_map(&p->tma_o, a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q, kWgmmaM, "O"))
+    const int d = pr->head_dim, dv = fx_head_dim_v(pr);
+    if (!encode_map(&p->tma_q, a->q, pr, a->q_layout, pr->seqlen_q, pr->heads_q, d, block_m, "Q") ||
+        !encode_map(&p->tma_k, a->k, pr, a->k_layout, pr->seqlen_k, pr->heads_kv, d, block_n,
+                    "K") ||
+        !encode_map(&p->tma_v, a->v, pr, a->v_layout, pr->seqlen_k, pr->heads_kv, dv, block_n,
+                    "V") ||
+        !encode_map(&p->tma_o, a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q, dv, kWgmmaM, "O"))
         return false;
     p->o = a->o;
     p->lse = a->lse;

@@ -29,7 +29,7 @@ extern "C" {
 #define FX_CSV_HEADER                                                                              \
     "stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"            \
     "heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,"                      \
-    "err_ref_max,err_prev_max,prev_stage,check"
+    "err_ref_max,err_prev_max,prev_stage,check,head_dim_v"
 
 /* Runs the program; returns its exit code: 0 ok, 1 a check failed or a CUDA error, 2 bad
  * usage or outside the stage's capabilities, 77 no suitable GPU (FX_REQUIRE_GPU=1: 1).

@@ -252,6 +252,39 @@ int fx_run_matrix(const fx_ctx *c0)
             }
         }
     }
+    /* head_dim_v != head_dim (caps.head_dim_v_pairs): every fixed-length shape and, with
+     * caps.varlen, every varlen one at each pair, after the rest (whose seeds stay). */
+    for (int dt = 0; dt < FX_DTYPE_COUNT; ++dt) {
+        if (!(caps->dtypes & FX_DTYPE_BIT(dt)))
+            continue;
+        for (int pi = 0; pi < caps->n_head_dim_v_pairs && pi < FX_MAX_HEAD_DIM_V_PAIRS; ++pi) {
+            const fx_head_dim_pair pair = caps->head_dim_v_pairs[pi];
+            c.opt.backward = false; /* forward only at head_dim_v != head_dim */
+            for (size_t si = 0; si < sizeof matrix_shapes / sizeof matrix_shapes[0]; ++si) {
+                const fx_shape *sh = &matrix_shapes[si];
+                if ((sh->causal && !caps->causal) || (sh->needs_gqa && !caps->gqa))
+                    continue;
+                fx_problem p = matrix_problem(sh, pair.head_dim, (fx_dtype)dt, index, c0->opt.fuzz);
+                p.head_dim_v = pair.head_dim_v;
+                ++index;
+                c.opt.repeat = si == 0 ? FX_MATRIX_REPEAT : 1;
+                matrix_case(&c, &p, sh->why, &t);
+            }
+            const size_t n_varlen = sizeof matrix_varlen_shapes / sizeof matrix_varlen_shapes[0];
+            for (size_t si = 0; caps->varlen && si < n_varlen; ++si) {
+                const fx_varlen_shape *sh = &matrix_varlen_shapes[si];
+                if ((sh->causal && !caps->causal) || (sh->heads_q != sh->heads_kv && !caps->gqa))
+                    continue;
+                fx_varlen_storage st;
+                fx_problem p = matrix_varlen_problem(sh, pair.head_dim, (fx_dtype)dt, index,
+                                                     c0->opt.fuzz, &st);
+                p.head_dim_v = pair.head_dim_v;
+                ++index;
+                c.opt.repeat = 1;
+                matrix_case(&c, &p, sh->why, &t);
+            }
+        }
+    }
     printf("%d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped);
     return t.failed ? FX_EXIT_FAIL : FX_EXIT_OK;
 }

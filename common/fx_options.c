@@ -70,6 +70,10 @@ static const fx_option_spec table[] = {
     {SIZE("--heads-q", heads_q, NONE, "query heads")},
     {SIZE("--heads-kv", heads_kv, NONE, "K and V heads; heads_q must be a multiple (GQA/MQA)")},
     {SIZE("--head-dim", head_dim, NONE, "head dimension: a multiple of 8 up to 256")},
+    {"--head-dim-v", NULL, FX_OPT_INT, "N", 1, INT_MAX, PROBLEM(head_dim_v), NONE, FX_OPT_PROBLEM,
+     "V's and O's head dimension where the stage has it (stage 09: 128\n"
+     "with head_dim 192): a multiple of 8 up to 256",
+     "head_dim"},
     {VALUE("--dtype", FX_OPT_DTYPE, "bf16|fp16", PROBLEM(dtype), FX_OPT_PROBLEM,
            "the inputs' and outputs' type", NULL)},
     {FLAG("--causal", NULL, PROBLEM(causal), FX_OPT_PROBLEM, "causal mask, bottom-right aligned")},
@@ -503,9 +507,9 @@ static bool same_problem(const fx_problem *a, const fx_problem *b)
 {
     return a->batch == b->batch && a->seqlen_q == b->seqlen_q && a->seqlen_k == b->seqlen_k &&
            a->heads_q == b->heads_q && a->heads_kv == b->heads_kv && a->head_dim == b->head_dim &&
-           a->dtype == b->dtype && a->causal == b->causal && a->dist == b->dist &&
-           a->softmax_scale == b->softmax_scale && a->qk_scale == b->qk_scale &&
-           a->varlen == b->varlen;
+           a->head_dim_v == b->head_dim_v && a->dtype == b->dtype && a->causal == b->causal &&
+           a->dist == b->dist && a->softmax_scale == b->softmax_scale &&
+           a->qk_scale == b->qk_scale && a->varlen == b->varlen;
 }
 
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len)

@@ -144,6 +144,13 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
                  FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MAX);
         return refuse(why, why_len, msg);
     }
+    /* 0 is "as head_dim" (fx_head_dim_v); a negative one is refused here with the rest. */
+    if (p->head_dim_v != 0 && (p->head_dim_v < 0 || p->head_dim_v % FX_HEAD_DIM_MULTIPLE != 0 ||
+                               p->head_dim_v > FX_HEAD_DIM_MAX)) {
+        snprintf(msg, sizeof msg, "head_dim_v (%d) is not a multiple of %d in [%d, %d]",
+                 p->head_dim_v, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MULTIPLE, FX_HEAD_DIM_MAX);
+        return refuse(why, why_len, msg);
+    }
     if ((int)p->dtype < 0 || p->dtype >= FX_DTYPE_COUNT) {
         snprintf(msg, sizeof msg, "dtype (%d) is not bf16 or fp16", (int)p->dtype);
         return refuse(why, why_len, msg);
@@ -166,16 +173,17 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
         const char *what;
         double count;
     };
+    /* The wider of head_dim and head_dim_v: O and V are counted at head_dim_v columns. */
+    const int dv = fx_head_dim_v(p), cols = dv > p->head_dim ? dv : p->head_dim;
     const struct element_count fixed_counts[] = {
-        {"Q/O (batch*seqlen_q*heads_q*head_dim)",
-         count3(p->batch, p->seqlen_q, p->heads_q) * p->head_dim},
+        {"Q/O (batch*seqlen_q*heads_q*head_dim)", count3(p->batch, p->seqlen_q, p->heads_q) * cols},
         {"K/V (batch*seqlen_k*heads_kv*head_dim)",
-         count3(p->batch, p->seqlen_k, p->heads_kv) * p->head_dim},
+         count3(p->batch, p->seqlen_k, p->heads_kv) * cols},
         {"LSE (batch*heads_q*seqlen_q)", count3(p->batch, p->heads_q, p->seqlen_q)},
     };
     const struct element_count varlen_counts[] = {
-        {"Q/O (total_q*heads_q*head_dim)", count3(p->total_q, p->heads_q, p->head_dim)},
-        {"K/V (total_k*heads_kv*head_dim)", count3(p->total_k, p->heads_kv, p->head_dim)},
+        {"Q/O (total_q*heads_q*head_dim)", count3(p->total_q, p->heads_q, cols)},
+        {"K/V (total_k*heads_kv*head_dim)", count3(p->total_k, p->heads_kv, cols)},
         {"LSE (heads_q*total_q)", count3(1, p->heads_q, p->total_q)},
     };
     const struct element_count *counts = p->varlen ? varlen_counts : fixed_counts;
@@ -223,6 +231,20 @@ fx_layout fx_layout_kv(const fx_problem *p)
     return l;
 }
 
+fx_layout fx_layout_o(const fx_problem *p)
+{
+    fx_problem wide = *p;
+    wide.head_dim = fx_head_dim_v(p);
+    return fx_layout_q(&wide);
+}
+
+fx_layout fx_layout_v(const fx_problem *p)
+{
+    fx_problem wide = *p;
+    wide.head_dim = fx_head_dim_v(p);
+    return fx_layout_kv(&wide);
+}
+
 /* Query and key rows of the whole batch: packed totals, or batch·seqlen. */
 static size_t rows_q(const fx_problem *p)
 {
@@ -241,6 +263,16 @@ size_t fx_numel_q(const fx_problem *p)
 size_t fx_numel_kv(const fx_problem *p)
 {
     return rows_k(p) * (size_t)p->heads_kv * (size_t)p->head_dim;
+}
+
+size_t fx_numel_o(const fx_problem *p)
+{
+    return rows_q(p) * (size_t)p->heads_q * (size_t)fx_head_dim_v(p);
+}
+
+size_t fx_numel_v(const fx_problem *p)
+{
+    return rows_k(p) * (size_t)p->heads_kv * (size_t)fx_head_dim_v(p);
 }
 
 size_t fx_numel_lse(const fx_problem *p)
@@ -320,16 +352,18 @@ static uint64_t unmasked_pairs(const fx_problem *p)
 
 double fx_flops_forward(const fx_problem *p)
 {
-    /* Two GEMMs (S = QKᵀ and O = PV), 2 FLOPs per multiply-add each, per pair and column. */
+    /* Two GEMMs, 2 FLOPs per multiply-add each, per pair and column: S = QKᵀ over head_dim
+     * columns, O = PV over head_dim_v (4·head_dim per pair when they are equal). */
+    const double per_pair = 2.0 * (p->head_dim + fx_head_dim_v(p));
     if (!p->varlen)
-        return 4.0 * p->batch * p->heads_q * p->head_dim * (double)unmasked_pairs(p);
+        return per_pair * p->batch * p->heads_q * (double)unmasked_pairs(p);
     /* Each sequence its own mask; the sum is below 1024·2^62, exact enough in double. */
     double pairs = 0.0;
     for (int b = 0; b < p->batch; b++) {
         const fx_problem s = fx_seq_problem(p, b);
         pairs += (double)unmasked_pairs(&s);
     }
-    return 4.0 * p->heads_q * p->head_dim * pairs;
+    return per_pair * p->heads_q * pairs;
 }
 
 double fx_flops_backward(const fx_problem *p)
@@ -402,8 +436,11 @@ void fx_problem_format(const fx_problem *p, char *buf, size_t len)
                  p->seqlen_q, p->seqlen_k, p->total_q, p->total_k);
     else
         snprintf(sizes, sizeof sizes, "b=%d sq=%d sk=%d", p->batch, p->seqlen_q, p->seqlen_k);
-    int used = snprintf(buf, len, "%s hq=%d hkv=%d d=%d %s %s %s%s%s seed=%llu", sizes, p->heads_q,
-                        p->heads_kv, p->head_dim, fx_dtype_name(p->dtype),
+    char dv[24] = ""; /* only when it is not head_dim, so the usual line stays as it was */
+    if (fx_head_dim_v(p) != p->head_dim)
+        snprintf(dv, sizeof dv, " dv=%d", fx_head_dim_v(p));
+    int used = snprintf(buf, len, "%s hq=%d hkv=%d d=%d%s %s %s %s%s%s seed=%llu", sizes,
+                        p->heads_q, p->heads_kv, p->head_dim, dv, fx_dtype_name(p->dtype),
                         p->causal ? "causal" : "non-causal", fx_dist_name(p->dist), scale, qk_scale,
                         (unsigned long long)p->seed);
     if (!p->varlen || used < 0 || (size_t)used >= len)

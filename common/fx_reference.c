@@ -85,22 +85,23 @@ static void axpy_f64(double *y, double alpha, const float *x, int n)
 }
 
 /* One query row in fp64 against its n_keys visible keys (always keys 0 .. n_keys-1:
- * the causal mask keeps a prefix). q_row: [head_dim]; key j's row is k_head + j·kv_stride
- * (same for V). Writes P_j into p_row[0 .. n_keys) and O into o_row[0 .. head_dim);
- * returns LSE, or −inf with O = 0 when the row sees no key. */
+ * the causal mask keeps a prefix). q_row: [head_dim]; key j's row is k_head + j·k_stride
+ * ([head_dim]), its value row v_head + j·v_stride ([head_dim_v]). Writes P_j into
+ * p_row[0 .. n_keys) and O into o_row[0 .. head_dim_v); returns LSE, or −inf with O = 0 when
+ * the row sees no key. */
 static double ref_attend_row(const fx_problem *p, const float *q_row, const float *k_head,
-                             const float *v_head, int64_t kv_stride, int n_keys, double *p_row,
-                             double *o_row)
+                             int64_t k_stride, const float *v_head, int64_t v_stride, int n_keys,
+                             double *p_row, double *o_row)
 {
-    const int D = p->head_dim;
-    for (int d = 0; d < D; d++)
+    const int D = p->head_dim, Dv = fx_head_dim_v(p);
+    for (int d = 0; d < Dv; d++)
         o_row[d] = 0.0;
     if (n_keys == 0)
         return -INFINITY;
 
     double m = -INFINITY;
     for (int j = 0; j < n_keys; j++) {
-        p_row[j] = p->softmax_scale * dot_f64(q_row, k_head + j * kv_stride, D);
+        p_row[j] = p->softmax_scale * dot_f64(q_row, k_head + j * k_stride, D);
         m = fmax(m, p_row[j]);
     }
     double l = 0.0;
@@ -110,7 +111,7 @@ static double ref_attend_row(const fx_problem *p, const float *q_row, const floa
     }
     for (int j = 0; j < n_keys; j++) {
         p_row[j] /= l;
-        axpy_f64(o_row, p_row[j], v_head + j * kv_stride, D);
+        axpy_f64(o_row, p_row[j], v_head + j * v_stride, Dv);
     }
     return m + log(l);
 }
@@ -118,17 +119,17 @@ static double ref_attend_row(const fx_problem *p, const float *q_row, const floa
 void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
                          int h, int i0, int i1, double *o, double *lse)
 {
-    const int D = p->head_dim;
+    const int Dv = fx_head_dim_v(p);
     const int hk = h / (p->heads_q / p->heads_kv);
-    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
-    const float *k_head = row_ptr(k, lkv, b, 0, hk), *v_head = row_ptr(v, lkv, b, 0, hk);
+    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p), lv = fx_layout_v(p);
+    const float *k_head = row_ptr(k, lkv, b, 0, hk), *v_head = row_ptr(v, lv, b, 0, hk);
 
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = i0; i < i1; i++) {
         int n_keys = fx_keys_seen(p, i);
         double *p_row = xmalloc((size_t)n_keys * sizeof(double));
-        lse[i - i0] = ref_attend_row(p, row_ptr(q, lq, b, i, h), k_head, v_head, lkv.row_stride,
-                                     n_keys, p_row, o + (size_t)(i - i0) * D);
+        lse[i - i0] = ref_attend_row(p, row_ptr(q, lq, b, i, h), k_head, lkv.row_stride, v_head,
+                                     lv.row_stride, n_keys, p_row, o + (size_t)(i - i0) * Dv);
         free(p_row);
     }
 }
@@ -154,7 +155,8 @@ void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, 
         double *o_row = p_row + n_keys;
         double *dq_row = dq + (size_t)r * D;
 
-        lse[r] = ref_attend_row(p, q_row, k_head, v_head, lkv.row_stride, n_keys, p_row, o_row);
+        lse[r] = ref_attend_row(p, q_row, k_head, lkv.row_stride, v_head, lkv.row_stride, n_keys,
+                                p_row, o_row);
         D_row[r] = 0.0;
         for (int d = 0; d < D; d++)
             D_row[r] += (double)do_row[d] * o_row[d];
@@ -228,24 +230,24 @@ static void axpy_f32(float *y, float alpha, const float *x, int n)
 void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
                          int h, int i0, int i1, float *o, float *lse)
 {
-    const int D = p->head_dim;
+    const int D = p->head_dim, Dv = fx_head_dim_v(p);
     const int hk = h / (p->heads_q / p->heads_kv);
     const float scale = (float)p->softmax_scale;
-    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
-    const float *k_head = row_ptr(k, lkv, b, 0, hk), *v_head = row_ptr(v, lkv, b, 0, hk);
+    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p), lv = fx_layout_v(p);
+    const float *k_head = row_ptr(k, lkv, b, 0, hk), *v_head = row_ptr(v, lv, b, 0, hk);
 
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = i0; i < i1; i++) {
         const float *q_row = row_ptr(q, lq, b, i, h);
         const int n_keys = fx_keys_seen(p, i);
-        float *o_row = o + (size_t)(i - i0) * D;
+        float *o_row = o + (size_t)(i - i0) * Dv;
         if (n_keys == 0) {
-            for (int d = 0; d < D; d++)
+            for (int d = 0; d < Dv; d++)
                 o_row[d] = 0.0f;
             lse[i - i0] = -INFINITY;
             continue;
         }
-        float *p_row = xmalloc(((size_t)n_keys + D) * sizeof(float));
+        float *p_row = xmalloc(((size_t)n_keys + Dv) * sizeof(float));
         float *acc = p_row + n_keys;
 
         float m = -INFINITY;
@@ -265,11 +267,11 @@ void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, co
         }
         for (int j = 0; j < n_keys; j++)
             p_row[j] = fx_round(p->dtype, p_row[j] / l);
-        for (int d = 0; d < D; d++)
+        for (int d = 0; d < Dv; d++)
             acc[d] = 0.0f;
         for (int j = 0; j < n_keys; j++)
-            axpy_f32(acc, p_row[j], v_head + j * lkv.row_stride, D);
-        for (int d = 0; d < D; d++)
+            axpy_f32(acc, p_row[j], v_head + j * lv.row_stride, Dv);
+        for (int d = 0; d < Dv; d++)
             o_row[d] = fx_round(p->dtype, acc[d]);
         lse[i - i0] = m + logf(l);
         free(p_row);

@@ -28,8 +28,8 @@ extern "C" {
 #endif
 
 /* fp64 forward of query rows [i0, i1) of (batch b, query head h).
- * o: [(i1 - i0), head_dim] row-major; lse: [i1 - i0], natural log, -inf for a row
- * that sees no key (its O row is 0). */
+ * o: [(i1 - i0), head_dim_v] row-major (fx_head_dim_v: V's and O's columns); lse: [i1 - i0],
+ * natural log, -inf for a row that sees no key (its O row is 0). */
 void fx_ref_forward_rows(const fx_problem *p, const float *q, const float *k, const float *v, int b,
                          int h, int i0, int i1, double *o, double *lse);
 
@@ -44,7 +44,9 @@ void fx_emu_forward_rows(const fx_problem *p, const float *q, const float *k, co
  * query heads hk·G .. hk·G + G-1.
  *   dq: [G, seqlen_q, head_dim]   (query head g of the group, row, column)
  *   dk, dv: [seqlen_k, head_dim]  (summed over the group's query heads)
- * O and LSE are recomputed in fp64 internally; D = rowsum(dO∘O). */
+ * O and LSE are recomputed in fp64 internally; D = rowsum(dO∘O). The backward (this and
+ * fx_emu_backward_group) takes head_dim_v == head_dim only: no stage has a backward at
+ * another (fx_stage_supports refuses it). */
 void fx_ref_backward_group(const fx_problem *p, const float *q, const float *k, const float *v,
                            const float *dout, int b, int hk, double *dq, double *dk, double *dv);
 

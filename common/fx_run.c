@@ -48,13 +48,13 @@ static void make_tensor(const fx_problem *p, fx_tensor_id id, size_t n, float **
 
 void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h)
 {
-    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p), no = fx_numel_o(p);
     memset(h, 0, sizeof *h);
     make_tensor(p, FX_T_Q, nq, &h->q, &h->qb);
     make_tensor(p, FX_T_K, nkv, &h->k, &h->kb);
-    make_tensor(p, FX_T_V, nkv, &h->v, &h->vb);
+    make_tensor(p, FX_T_V, nv, &h->v, &h->vb);
     if (backward)
-        make_tensor(p, FX_T_DO, nq, &h->dout, &h->dob);
+        make_tensor(p, FX_T_DO, no, &h->dout, &h->dob);
 }
 
 /* ---- device inputs ------------------------------------------------------------------- */
@@ -99,15 +99,15 @@ static cudaError_t input_make(const fx_problem *p, fx_tensor_id id, const uint16
 
 cudaError_t fx_inputs_make(const fx_problem *p, const fx_case_host *h, bool backward, fx_inputs *in)
 {
-    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p), no = fx_numel_o(p);
     cudaError_t err;
     memset(in, 0, sizeof *in);
     in->p = p;
     if ((err = input_make(p, FX_T_Q, h->qb, nq, &in->q, "Q")) ||
         (err = input_make(p, FX_T_K, h->kb, nkv, &in->k, "K")) ||
-        (err = input_make(p, FX_T_V, h->vb, nkv, &in->v, "V")))
+        (err = input_make(p, FX_T_V, h->vb, nv, &in->v, "V")))
         return err;
-    if (backward && (err = input_make(p, FX_T_DO, h->dob, nq, &in->dout, "dO")))
+    if (backward && (err = input_make(p, FX_T_DO, h->dob, no, &in->dout, "dO")))
         return err;
     if (p->varlen) {
         const struct {
@@ -159,7 +159,7 @@ static long long fill_differences(const fx_problem *p, fx_tensor_id id, const ch
 
 long long fx_inputs_check_device_fill(const fx_problem *p, const fx_case_host *h)
 {
-    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p), no = fx_numel_o(p);
     const struct {
         fx_tensor_id id;
         const char *what;
@@ -167,8 +167,8 @@ long long fx_inputs_check_device_fill(const fx_problem *p, const fx_case_host *h
         size_t n;
     } t[] = {{FX_T_Q, "Q", h->qb, nq},
              {FX_T_K, "K", h->kb, nkv},
-             {FX_T_V, "V", h->vb, nkv},
-             {FX_T_DO, "dO", h->dob, nq}};
+             {FX_T_V, "V", h->vb, nv},
+             {FX_T_DO, "dO", h->dob, no}};
     long long total = 0;
     for (int i = 0; i < 4; i++) {
         if (!t[i].bits)
@@ -256,12 +256,16 @@ static cudaError_t workspace_make(fx_run *r, const fx_problem *p, bool backward)
 /* Copies the device outputs back through a 16-bit staging buffer. */
 static cudaError_t outputs_to_host(const fx_problem *p, bool backward, fx_outputs *out)
 {
-    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p), no = fx_numel_o(p),
+           nl = fx_numel_lse(p);
     cudaError_t err;
-    uint16_t *stage = fx_xmalloc((nq > nkv ? nq : nkv) * 2);
-    if ((err = FX_CUDA(cudaMemcpy(stage, out->o, nq * 2, cudaMemcpyDeviceToHost))))
+    size_t most = nq > nkv ? nq : nkv;
+    most = most > nv ? most : nv;
+    most = most > no ? most : no;
+    uint16_t *stage = fx_xmalloc(most * 2);
+    if ((err = FX_CUDA(cudaMemcpy(stage, out->o, no * 2, cudaMemcpyDeviceToHost))))
         goto done;
-    bits_to_host(p->dtype, stage, &out->o_h, nq);
+    bits_to_host(p->dtype, stage, &out->o_h, no);
     if (!out->lse_h)
         out->lse_h = fx_xmalloc(nl * sizeof(float));
     if ((err =
@@ -274,9 +278,9 @@ static cudaError_t outputs_to_host(const fx_problem *p, bool backward, fx_output
         if ((err = FX_CUDA(cudaMemcpy(stage, out->dk, nkv * 2, cudaMemcpyDeviceToHost))))
             goto done;
         bits_to_host(p->dtype, stage, &out->dk_h, nkv);
-        if ((err = FX_CUDA(cudaMemcpy(stage, out->dv, nkv * 2, cudaMemcpyDeviceToHost))))
+        if ((err = FX_CUDA(cudaMemcpy(stage, out->dv, nv * 2, cudaMemcpyDeviceToHost))))
             goto done;
-        bits_to_host(p->dtype, stage, &out->dv_h, nkv);
+        bits_to_host(p->dtype, stage, &out->dv_h, nv);
     }
 done:
     free(stage);
@@ -286,22 +290,23 @@ done:
 cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool backward)
 {
     const fx_problem *p = in->p;
-    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p), no = fx_numel_o(p),
+           nl = fx_numel_lse(p);
     fx_outputs *out = &r->out;
     cudaError_t err;
     r->s = s;
     if ((err = workspace_make(r, p, backward)))
         return err;
     if (!out->o) {
-        if ((err = dev_alloc(&out->o, nq * 2, "O")) ||
+        if ((err = dev_alloc(&out->o, no * 2, "O")) ||
             (err = dev_alloc((void **)&out->lse, nl * sizeof(float), "LSE")))
             return err;
         if (backward && ((err = dev_alloc(&out->dq, nq * 2, "dQ")) ||
                          (err = dev_alloc(&out->dk, nkv * 2, "dK")) ||
-                         (err = dev_alloc(&out->dv, nkv * 2, "dV"))))
+                         (err = dev_alloc(&out->dv, nv * 2, "dV"))))
             return err;
     }
-    fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
+    fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p), lv = fx_layout_v(p), lo = fx_layout_o(p);
     r->fwd = (fx_fwd_args){.p = p,
                            .q = in->q,
                            .k = in->k,
@@ -310,15 +315,15 @@ cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool
                            .lse = out->lse,
                            .q_layout = lq,
                            .k_layout = lkv,
-                           .v_layout = lkv,
-                           .o_layout = lq,
+                           .v_layout = lv,
+                           .o_layout = lo,
                            .cu_seqlens_q = in->cu_seqlens_q,
                            .cu_seqlens_k = in->cu_seqlens_k,
                            .seqused_k = in->seqused_k,
                            .workspace = r->workspace,
                            .workspace_bytes = r->workspace_bytes,
                            .stream = 0};
-    if ((err = FX_CUDA(poison(out->o, nq * 2))) ||
+    if ((err = FX_CUDA(poison(out->o, no * 2))) ||
         (err = FX_CUDA(poison(out->lse, nl * sizeof(float)))))
         return err;
     if ((err = FX_CUDA(s->forward(&r->fwd))) || (err = FX_CUDA(cudaDeviceSynchronize())))
@@ -336,13 +341,13 @@ cudaError_t fx_run_stage(fx_run *r, const fx_stage *s, const fx_inputs *in, bool
                                .dv = out->dv,
                                .q_layout = lq,
                                .k_layout = lkv,
-                               .v_layout = lkv,
-                               .o_layout = lq,
+                               .v_layout = lv,
+                               .o_layout = lo,
                                .workspace = r->workspace,
                                .workspace_bytes = r->workspace_bytes,
                                .stream = 0};
         if ((err = FX_CUDA(poison(out->dq, nq * 2))) || (err = FX_CUDA(poison(out->dk, nkv * 2))) ||
-            (err = FX_CUDA(poison(out->dv, nkv * 2))))
+            (err = FX_CUDA(poison(out->dv, nv * 2))))
             return err;
         if ((err = FX_CUDA(s->backward(&r->bwd))) || (err = FX_CUDA(cudaDeviceSynchronize())))
             return err;
@@ -365,10 +370,11 @@ static unsigned long long fnv1a64(const float *x, size_t n)
 void fx_print_digest(const fx_problem *p, const fx_outputs *o, bool backward)
 {
     const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
-    printf("  digest: O %016llx LSE %016llx", fnv1a64(o->o_h, nq), fnv1a64(o->lse_h, nl));
+    printf("  digest: O %016llx LSE %016llx", fnv1a64(o->o_h, fx_numel_o(p)),
+           fnv1a64(o->lse_h, nl));
     if (backward)
         printf(" dQ %016llx dK %016llx dV %016llx", fnv1a64(o->dq_h, nq), fnv1a64(o->dk_h, nkv),
-               fnv1a64(o->dv_h, nkv));
+               fnv1a64(o->dv_h, fx_numel_v(p)));
     printf("\n");
 }
 
@@ -394,12 +400,12 @@ int fx_repeat_check(const fx_run *first, const fx_inputs *in, bool backward, int
             return -1;
         }
         const fx_outputs *a = &again.out;
-        bad |= !bitwise_equal(a->o_h, f->o_h, nq);
+        bad |= !bitwise_equal(a->o_h, f->o_h, fx_numel_o(p));
         bad |= !bitwise_equal(a->lse_h, f->lse_h, nl);
         if (bwd) {
             bad |= !bitwise_equal(a->dq_h, f->dq_h, nq);
             bad |= !bitwise_equal(a->dk_h, f->dk_h, nkv);
-            bad |= !bitwise_equal(a->dv_h, f->dv_h, nkv);
+            bad |= !bitwise_equal(a->dv_h, f->dv_h, fx_numel_v(p));
         }
         if (bad && verbose)
             printf("  repeat %d of %d differs bitwise from the first run: FAIL\n", it + 2, repeat);

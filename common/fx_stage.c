@@ -30,6 +30,28 @@ static void head_dims_text(const fx_caps *c, char *buf, size_t len)
     }
 }
 
+/* Whether the caps take p's head_dim_v: head_dim itself always, another one when listed. */
+static bool head_dim_v_supported(const fx_caps *c, const fx_problem *p)
+{
+    const int dv = fx_head_dim_v(p);
+    if (dv == p->head_dim)
+        return true;
+    for (int i = 0; i < c->n_head_dim_v_pairs && i < FX_MAX_HEAD_DIM_V_PAIRS; ++i)
+        if (c->head_dim_v_pairs[i].head_dim == p->head_dim &&
+            c->head_dim_v_pairs[i].head_dim_v == dv)
+            return true;
+    return false;
+}
+
+/* "head_dim only", or "head_dim, or 128 with head_dim 192" for the caps' pairs. */
+static void head_dim_v_text(const fx_caps *c, char *buf, size_t len)
+{
+    size_t off = (size_t)snprintf(buf, len, "head_dim%s", c->n_head_dim_v_pairs ? ", or" : " only");
+    for (int i = 0; i < c->n_head_dim_v_pairs && i < FX_MAX_HEAD_DIM_V_PAIRS && off < len; ++i)
+        off += (size_t)snprintf(buf + off, len - off, "%s %d with head_dim %d", i ? "," : "",
+                                c->head_dim_v_pairs[i].head_dim_v, c->head_dim_v_pairs[i].head_dim);
+}
+
 int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, char *why,
                       size_t why_len)
 {
@@ -38,6 +60,12 @@ int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, cha
     if (!head_dim_supported(c, p->head_dim)) {
         head_dims_text(c, dims, sizeof dims);
         snprintf(why, why_len, "head_dim %d is not supported (head_dim: %s)", p->head_dim, dims);
+        return 2;
+    }
+    if (!head_dim_v_supported(c, p)) {
+        head_dim_v_text(c, dims, sizeof dims);
+        snprintf(why, why_len, "head_dim_v %d with head_dim %d is not supported (head_dim_v: %s)",
+                 fx_head_dim_v(p), p->head_dim, dims);
         return 2;
     }
     if (!(c->dtypes & FX_DTYPE_BIT(p->dtype))) {
@@ -61,6 +89,11 @@ int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, cha
         snprintf(why, why_len, "there is no backward");
         return 2;
     }
+    if (backward && fx_head_dim_v(p) != p->head_dim) {
+        snprintf(why, why_len, "head_dim_v %d != head_dim %d has no backward (forward only)",
+                 fx_head_dim_v(p), p->head_dim);
+        return 2;
+    }
     if (s->check_problem)
         return s->check_problem(p, backward, why, why_len);
     return 0;
@@ -69,8 +102,13 @@ int fx_stage_supports(const fx_stage *s, const fx_problem *p, bool backward, cha
 void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
 {
     const fx_caps *c = &s->caps;
-    char dims[128];
+    char dims[256];
     head_dims_text(c, dims, sizeof dims);
+    if (c->n_head_dim_v_pairs > 0) { /* the pairs after the list: "...; head_dim_v: ..." */
+        const size_t used = strlen(dims);
+        snprintf(dims + used, sizeof dims - used, "; head_dim_v: ");
+        head_dim_v_text(c, dims + strlen(dims), sizeof dims - strlen(dims));
+    }
     char dtypes[32] = "";
     for (int dt = 0; dt < FX_DTYPE_COUNT; ++dt)
         if (c->dtypes & FX_DTYPE_BIT(dt)) {

@@ -18,7 +18,13 @@
 extern "C" {
 #endif
 
-#define FX_MAX_HEAD_DIMS 8 /* the most head_dims an explicit caps list holds */
+#define FX_MAX_HEAD_DIMS 8        /* the most head_dims an explicit caps list holds */
+#define FX_MAX_HEAD_DIM_V_PAIRS 4 /* the most (head_dim, head_dim_v) pairs a caps lists */
+
+/* A head_dim_v other than head_dim that a stage takes at this head_dim (fx_problem.h). */
+typedef struct fx_head_dim_pair {
+    int head_dim, head_dim_v;
+} fx_head_dim_pair;
 
 /* The most dynamic shared memory one CTA may opt in to (CUDA C++ Programming Guide,
  * "Technical Specifications per Compute Capability"): 227 KiB on sm_90, 163 KiB on sm_80. */
@@ -32,6 +38,10 @@ typedef struct fx_caps {
     int n_head_dims;
     int head_dim_multiple;
     int head_dim_max;
+    /* head_dim_v != head_dim: only these pairs (each head_dim also in the head_dim caps),
+     * forward only; none (n_head_dim_v_pairs == 0): head_dim_v must be head_dim. */
+    fx_head_dim_pair head_dim_v_pairs[FX_MAX_HEAD_DIM_V_PAIRS];
+    int n_head_dim_v_pairs;
     unsigned dtypes;             /* FX_DTYPE_BIT(FX_BF16) | ... */
     bool causal;                 /* supports causal (bottom-right) masking */
     bool gqa;                    /* supports heads_q != heads_kv */
@@ -119,10 +129,11 @@ typedef struct fx_stage {
 #define FX_STAGE_ID_STRING FX_STRING(FX_STAGE_ID)
 #endif
 
-/* 0 when the stage's caps cover p (head_dim, dtype, causal, GQA, a variable-length batch,
- * backward if asked) and its check_problem accepts it; else 2 with the limit named in
- * `why`, or check_problem's FX_EXIT_NO_GPU (77) when this GPU lacks the resources, e.g.
- * "head_dim 80 is not supported (head_dim: 64/96/128/256)"; a varlen batch on a stage
+/* 0 when the stage's caps cover p (head_dim, head_dim_v, dtype, causal, GQA, a
+ * variable-length batch, backward if asked) and its check_problem accepts it; else 2 with
+ * the limit named in `why`, or check_problem's FX_EXIT_NO_GPU (77) when this GPU lacks the
+ * resources, e.g. "head_dim 80 is not supported (head_dim: 64/96/128/256)", "head_dim_v 128
+ * with head_dim 192 is not supported (head_dim_v: head_dim only)"; a varlen batch on a stage
  * without caps.varlen: "a variable-length batch (--seqlens-q) is not supported". Messages
  * here and from every check_problem name no stage: the program's prefix names its own
  * (fx_msg.h), and the previous-stage line names the stage it is about. The GPU's

@@ -23,7 +23,7 @@ set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
 header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
 header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
-header+="err_prev_max,prev_stage,check"
+header+="err_prev_max,prev_stage,check,head_dim_v"
 old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
 old_header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
 old_header+="prev_stage,check"
@@ -145,7 +145,7 @@ row() {  # row DIRECTION FACTOR
     else
         line="$id,$1,NVIDIA H200,132,1980,$commit,2026-12-01T00:00:00Z,$batch,$seqlen,"
         line+="${seqlen_k:-$seqlen},"
-        line+="$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,,skipped"
+        line+="$heads,$heads,$hd,$dtype,$causal,$iters,$ms,$ms,$ms,$tf,,,,skipped,$hd"
     fi
     echo "$line" >>"$csv"
 }

@@ -44,13 +44,17 @@ namespace {
  * ------------------------------------------------------------------------------ */
 
 template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, int kProducerRegs_,
-          int kConsumerRegs_, int kHeadDimGmem_ = kHeadDim_>
+          int kConsumerRegs_, int kHeadDimGmem_ = kHeadDim_, int kHeadDimV_ = kHeadDim_>
 struct Config {
-    static constexpr int kHeadDim = kHeadDim_;  // columns of the tiles in shared memory
+    static constexpr int kHeadDim = kHeadDim_;  // columns of the Q and K tiles in shared memory
     // Columns of the tensors in global memory: kHeadDim, or fewer when the tile is padded
     // (head_dim 96 in a 128-column tile: TMA fills columns past the tensor's with zeros on
     // load and drops them on store; what the threads store themselves stops at this).
     static constexpr int kHeadDimGmem = kHeadDimGmem_;
+    // Columns of the V and O tiles (head_dim_v): kHeadDim, or fewer (192 with 128: V's and O's
+    // own width, not padded), and of V and O in global memory.
+    static constexpr int kHeadDimV = kHeadDimV_;
+    static constexpr int kHeadDimVGmem = kHeadDimV_ == kHeadDim_ ? kHeadDimGmem_ : kHeadDimV_;
     static constexpr int kNumConsumers = kNumConsumers_;     // consumer warpgroups
     static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
@@ -58,14 +62,15 @@ struct Config {
     // One producer warpgroup (warpgroup 0) beside the consumers.
     static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;
     static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
-    static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
+    static constexpr int kSlabs = kHeadDim / kSlabCols;    // 64-column slabs per Q, K row
+    static constexpr int kSlabsV = kHeadDimV / kSlabCols;  // ... per V, O row
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
-    // kHeadDim/2, P (16-bit pairs) kBlockN/4 in kPFrags A fragments of 4.
+    // kHeadDimV/2, P (16-bit pairs) kBlockN/4 in kPFrags A fragments of 4.
     static constexpr int kAccS = kBlockN / 2;
-    static constexpr int kAccO = kHeadDim / 2;
+    static constexpr int kAccO = kHeadDimV / 2;
     static constexpr int kPFrags = kBlockN / kWgmmaK;
-    static constexpr int kNTiles = kBlockN / 8;   // n8 column blocks of S per thread's row
-    static constexpr int kDTiles = kHeadDim / 8;  // n8 column blocks of O
+    static constexpr int kNTiles = kBlockN / 8;    // n8 column blocks of S per thread's row
+    static constexpr int kDTiles = kHeadDimV / 8;  // n8 column blocks of O
     static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
     static constexpr int kSlabKVBytes = kBlockN * kSlabRowBytes;
     // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: the
@@ -78,7 +83,9 @@ struct Config {
                       (kNumConsumers + 1) * (kEntryRegs < 255 ? kEntryRegs : 255),
                   "setmaxnreg: the warpgroups ask for more registers than the launch gives");
 
-    static_assert(kHeadDim % kSlabCols == 0, "head_dim is whole 64-column slabs");
+    static_assert(kHeadDim % kSlabCols == 0 && kHeadDimV % kSlabCols == 0,
+                  "head_dim and head_dim_v are whole 64-column slabs");
+    static_assert(kHeadDimV <= kHeadDim, "O may be staged in Q's tile: no wider than it");
     static_assert(kBlockN % kWgmmaK == 0 && kBlockN <= 256, "S is one wgmma of N = kBlockN");
     static_assert(kBlockM <= FX_TMA_MAX_BOX && kBlockN <= FX_TMA_MAX_BOX,
                   "a TMA box has at most 256 rows");
@@ -106,6 +113,11 @@ struct Config {
  *    row. FA3's 128×112 (S 56, P 28) spilled 8 bytes here (ptxas, sm_90a, the causal kernel).
  *    Q's 48 KiB and two K/V stages of 2 · 36 KiB leave no room for O's own staging tile, so O
  *    is staged in Q's, as at 256.
+ *  - d=192 with head_dim_v 128 (DeepSeek's shape): 2 consumer warpgroups, 128×128, FA3's
+ *    tile for it (hopper/tile_size.h: kBlockN 128 where head_dim_v <= 128): S 64 + O 64 + P
+ *    32, d=128's registers, as O is 128 columns wide. Q and K are three 64-column slabs a
+ *    row, V and O two. Q's 48 KiB and two stages of K (48 KiB) and V (32 KiB) make 208 KiB:
+ *    no room for O's own 32 KiB, so O is staged in Q's tile (its first two slabs).
  * Registers after setmaxnreg (the budgets of the public FA3 kernels): d=64, 512 threads:
  * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=96 to 256, 384 threads:
  * entry cap 168, producer 24, consumers 240 (24 + 2·240 = 504).
@@ -113,6 +125,7 @@ struct Config {
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
 using ConfigD96 = Config<128, 2, 128, 2, 24, 240, 96>;
 using ConfigD192 = Config<192, 2, 96, 2, 24, 240>;
+using ConfigD192V128 = Config<192, 2, 128, 2, 24, 240, 192, 128>;
 using ConfigD256 = Config<256, 2, 80, 2, 24, 240>;
 #ifndef FX_STAGE09_FA3_TILES
 using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
@@ -133,20 +146,22 @@ using ConfigD128 = Config<128, 2, 176, 2, 24, 240>;
 
 /* O gets a staging tile of its own where it fits beside Q and the K/V ring (with 2 KiB for
  * the barriers and the alignment slack): at head_dim 64, 96 and 128 (114, 194 and 194 KiB per
- * CTA with it); at 192 and 256 Q and the K/V ring leave no room for it. */
+ * CTA with it); at 192 (with head_dim_v 192 or 128) and 256 Q and the K/V ring leave no room
+ * for it. Q and K have kHeadDim columns, V and O kHeadDimV. */
 template <class Cfg>
-constexpr bool kSeparateO =
-    (2 * Cfg::kBlockM + 2 * Cfg::kStages * Cfg::kBlockN) * Cfg::kHeadDim *kElemBytes + 2048 <=
-    FX_SMEM_PER_BLOCK_OPTIN_SM90;
+constexpr bool kSeparateO = (Cfg::kBlockM + Cfg::kStages * Cfg::kBlockN) *
+                                    (Cfg::kHeadDim + Cfg::kHeadDimV) * kElemBytes
+                                + 2048 <=
+                            FX_SMEM_PER_BLOCK_OPTIN_SM90;
 
 template <class Cfg>
 struct SharedStorage {
     alignas(kSwizzleAtomBytes) uint16_t q[Cfg::kBlockM * Cfg::kHeadDim];
     // O's staging tile, apart from Q's where shared memory allows (kSeparateO): then the next
     // tile's Q may land while this tile's epilogue stores O. Head_dim 256 stages O in Q's tile.
-    alignas(kSwizzleAtomBytes) uint16_t o[kSeparateO<Cfg> ? Cfg::kBlockM * Cfg::kHeadDim : 8];
+    alignas(kSwizzleAtomBytes) uint16_t o[kSeparateO<Cfg> ? Cfg::kBlockM * Cfg::kHeadDimV : 8];
     alignas(kSwizzleAtomBytes) uint16_t k[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
-    alignas(kSwizzleAtomBytes) uint16_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
+    alignas(kSwizzleAtomBytes) uint16_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDimV];
     uint64_t q_full;   // Q of this CTA's current tile has landed (one phase per tile)
     uint64_t q_empty;  // Q's tile is free: every consumer warpgroup is done with it (kSeparateO:
                        // its last turn; else: its store of O, staged there, has read it)
@@ -171,6 +186,7 @@ static_assert(kSmemBytes<ConfigD64> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=64 fits 
 static_assert(kSmemBytes<ConfigD96> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=96 fits");
 static_assert(kSmemBytes<ConfigD128> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 fits");
 static_assert(kSmemBytes<ConfigD192> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=192 fits");
+static_assert(kSmemBytes<ConfigD192V128> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=192, dv=128 fits");
 static_assert(kSmemBytes<ConfigD256> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 fits");
 
 /* UNIT(named_barriers, changed: the turn barriers of the pingpong schedule) */
@@ -254,21 +270,23 @@ __device__ __forceinline__ void advance(PipelineState &s)
 }
 /* END UNIT */
 
-/* UNIT(loads, changed: K/V rows from the sequence's first row, for a varlen batch) */
+/* UNIT(loads, changed: K/V rows from the sequence's first row, for a varlen batch; V's tile
+ * has head_dim_v columns) */
 /* ---------------------------------------------------------------------------------
  * Producer: TMA loads of one tile, one box per 64-column slab
  * ------------------------------------------------------------------------------ */
 
-/* Announces the tile's bytes on `bar`, then issues its head_dim/64 boxes at coordinates
- * {64·slab, head, row0, batch} of the map {head_dim, heads, seqlen, batch}. Rows past the
- * tensor's seqlen are zero-filled by TMA and still count as delivered bytes. */
-template <class Cfg>
+/* Announces the tile's bytes on `bar`, then issues its kSlabs boxes (head_dim/64 for Q and
+ * K, head_dim_v/64 for V) at coordinates {64·slab, head, row0, batch} of the map {head_dim,
+ * heads, seqlen, batch}. Rows past the tensor's seqlen are zero-filled by TMA and still
+ * count as delivered bytes. */
+template <class Cfg, int kSlabs>
 __device__ __forceinline__ void load_tile(uint32_t dst, const CUtensorMap *map, uint32_t bar,
                                           int rows, int head, int row0, int batch)
 {
-    fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * Cfg::kHeadDim * kElemBytes));
+    fx_mbarrier_arrive_expect_tx(bar, (uint32_t)(rows * kSlabs * kSlabRowBytes));
 #pragma unroll
-    for (int s = 0; s < Cfg::kSlabs; ++s)
+    for (int s = 0; s < kSlabs; ++s)
         fx_tma_load_4d(dst + (uint32_t)(s * rows * kSlabRowBytes), map, bar, s * kSlabCols, head,
                        row0, batch);
 }
@@ -286,12 +304,14 @@ __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &
     const int row = key_row0 + n_block * Cfg::kBlockN;
     if (refill)
         fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
-    load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
-                   fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv, row, batch);
+    load_tile<Cfg, Cfg::kSlabs>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
+                                fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv, row,
+                                batch);
     if (refill)
         fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
-    load_tile<Cfg>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
-                   fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv, row, batch);
+    load_tile<Cfg, Cfg::kSlabsV>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
+                                 fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,
+                                 row, batch);
 }
 /* END UNIT */
 
@@ -697,7 +717,7 @@ __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (
 }
 /* END UNIT */
 
-/* UNIT(gemms) */
+/* UNIT(gemms, changed: PV's N is head_dim_v, O's width) */
 /* ---------------------------------------------------------------------------------
  * Consumer: the two GEMMs of one K/V block for this warpgroup's 64 rows
  *
@@ -721,7 +741,8 @@ __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ,
     fx_wgmma_commit();
 }
 
-/* Issues O += P·V: kBlockN/16 RS wgmmas reading the P fragments, one commit group. The
+/* Issues O += P·V: kBlockN/16 RS wgmmas of N = head_dim_v reading the P fragments, one
+ * commit group. The
  * fragments must stay untouched until the group has completed (the tensor cores read them
  * asynchronously). */
 template <class Cfg, class Element>
@@ -730,7 +751,7 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
 {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kPFrags; ++kk)
-        Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
+        Wgmma<Element, Cfg::kHeadDimV>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
     fx_wgmma_commit();
 }
 
@@ -980,15 +1001,16 @@ __device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<
         if (it == 0) {
             if (tile_count > 0)
                 fx_mbarrier_wait(fx_smem_addr(&smem.q_empty), (uint32_t)((tile_count - 1) & 1));
-            load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM,
-                           tile.head, tile.q_row0 + tile.m_block * Cfg::kBlockM, tile.batch);
+            load_tile<Cfg, Cfg::kSlabs>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full),
+                                        Cfg::kBlockM, tile.head,
+                                        tile.q_row0 + tile.m_block * Cfg::kBlockM, tile.batch);
         }
     }
 }
 
 /* UNIT(epilogue, changed: q_empty tells the producer when the Q tile is free; the empty
  * block is written by the consumers alone; a varlen sequence's last rows are stored by the
- * threads) */
+ * threads; O has head_dim_v columns) */
 /* ---------------------------------------------------------------------------------
  * Epilogue: O normalized, through this warpgroup's rows of the staging tile, out by TMA; LSE
  * ------------------------------------------------------------------------------ */
@@ -999,7 +1021,7 @@ __device__ __forceinline__ void producer_tile(const FwdParams &p, SharedStorage<
  * warpgroup's wgmmas read, and they have completed), in the 128B-swizzled slab layout that
  * TMA reads. Then every writer fences its generic-proxy stores against the async proxy (PTX
  * ISA §9.7.13.4: without it the TMA may read stale shared memory), the warpgroup's 128
- * threads meet, and one thread stores the 64 × head_dim box, one TMA per 64-column slab; rows
+ * threads meet, and one thread stores the 64 × head_dim_v box, one TMA per 64-column slab; rows
  * past seqlen_q lie outside the tensor map and are dropped (a varlen batch: see rows_in
  * below). lse_head_stride: the LSE's elements from one head to the next (seqlen_q; total_q in
  * a varlen batch).
@@ -1054,7 +1076,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
         if (warp_in_wg == 0 && lane == 0) {
             const uint32_t sStage = fx_smem_addr(kSeparateO<Cfg> ? smem.o : smem.q);
 #pragma unroll
-            for (int s = 0; s < Cfg::kSlabs; ++s)
+            for (int s = 0; s < Cfg::kSlabsV; ++s)
                 fx_tma_store_4d(&p.tma_o,
                                 sStage + (uint32_t)(s * Cfg::kSlabQBytes +
                                                     c.consumer * kWgmmaM * kSlabRowBytes),
@@ -1068,7 +1090,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
             }  // else: the next epilogue, or the kernel's end, waits for the reads
         }
     } else {
-        constexpr int kChunksPerRow = Cfg::kHeadDimGmem / kChunkElems;
+        constexpr int kChunksPerRow = Cfg::kHeadDimVGmem / kChunkElems;
         Element *O = static_cast<Element *>(p.o) + c.batch * p.o_batch_stride +
                      c.head * p.o_head_stride + (int64_t)(c.q_row0 + wg_row0) * p.o_row_stride;
         for (int i = tid % kWarpgroupThreads; i < rows_in * kChunksPerRow; i += kWarpgroupThreads) {
@@ -1105,7 +1127,7 @@ template <class Cfg, class Element>
 __device__ __forceinline__ void write_empty_block(const FwdParams &p, int lse_head_stride,
                                                   Tile tile, int ctid)
 {
-    constexpr int kChunks = Cfg::kHeadDimGmem / kChunkElems;
+    constexpr int kChunks = Cfg::kHeadDimVGmem / kChunkElems;
     constexpr int kThreads = Cfg::kNumConsumers * kWarpgroupThreads;
     const int row0 = tile.q_row0 + tile.m_block * Cfg::kBlockM;
     Element *O = static_cast<Element *>(p.o) + tile.batch * p.o_batch_stride +
@@ -1320,10 +1342,10 @@ int ablation_parse(int head_dim, bool varlen, char *why, size_t why_len)
  * other sections' stragglers still read), at least 1. */
 int section_pairs(const fx_problem *pr, int l2_bytes)
 {
-    // K and V of one query head's kv head; the heads_q / heads_kv query heads side by side
-    // in the order (GQA) share it.
-    const double kv_bytes =
-        2.0 * pr->seqlen_k * pr->head_dim * (double)kElemBytes * pr->heads_kv / pr->heads_q;
+    // K and V (head_dim and head_dim_v columns) of one query head's kv head; the heads_q /
+    // heads_kv query heads side by side in the order (GQA) share it.
+    const double kv_bytes = (double)pr->seqlen_k * (pr->head_dim + fx_head_dim_v(pr)) *
+                            (double)kElemBytes * pr->heads_kv / pr->heads_q;
     const int bh = pr->batch * pr->heads_q;
     const double fit = (0.5 * l2_bytes) / (kv_bytes > 0 ? kv_bytes : 1.0);
     return fit < 1.0 ? 1 : (fit >= bh ? bh : (int)fit);
@@ -1519,12 +1541,18 @@ struct Launch {
  * cudaErrorInvalidValue for a head_dim or dtype not built, a tensor map that cannot be encoded,
  * a workspace smaller than FX_ENTRY(fwd_workspace_bytes) or a scheduler choice that
  * check_problem refuses (each with its reason printed), else the launch's error. Its head_dim
- * switch is common/fx_fwd_sm90.cuh's dispatch_forward with five tiles instead of three (96
- * on the 128-column tile), the same checks in the same order. */
+ * switch is common/fx_fwd_sm90.cuh's dispatch_forward with six tiles instead of three (96
+ * on the 128-column tile; 192 with head_dim_v 192 or 128), the same checks in the same
+ * order; any other head_dim_v is cudaErrorInvalidValue (the caps refuse it first). */
 extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     if (!o_aligned(a->o, &a->o_layout))
         return cudaErrorMisalignedAddress;
+    const int head_dim_v = fx_head_dim_v(a->p);
+    if (head_dim_v != a->p->head_dim)
+        return a->p->head_dim == 192 && head_dim_v == 128
+                   ? dispatch_dtype_mask<Launch, ConfigD192V128>(a)
+                   : cudaErrorInvalidValue;
     switch (a->p->head_dim) {
     case 64: return dispatch_dtype_mask<Launch, ConfigD64>(a);
     case 96: return dispatch_dtype_mask<Launch, ConfigD96>(a);
@@ -1543,9 +1571,12 @@ extern "C" size_t FX_ENTRY(fwd_workspace_bytes)(const fx_problem *p, bool backwa
     return backward ? 0 : workspace_bytes(p);
 }
 
-/* The dynamic shared memory (bytes) one CTA needs at head_dim; 0 for a head_dim not built. */
-extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
+/* The dynamic shared memory (bytes) one CTA needs at head_dim and head_dim_v (0: head_dim);
+ * 0 for a pair not built. */
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim, int head_dim_v)
 {
+    if (head_dim_v > 0 && head_dim_v != head_dim)
+        return head_dim == 192 && head_dim_v == 128 ? (size_t)kSmemBytes<ConfigD192V128> : 0;
     switch (head_dim) {
     case 64: return (size_t)kSmemBytes<ConfigD64>;
     case 96: return (size_t)kSmemBytes<ConfigD96>;

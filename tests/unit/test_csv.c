@@ -42,6 +42,7 @@ static fx_csv_row sample_row(void)
         .err_prev_max = -1, /* no previous stage compared */
         .prev_stage = "",
         .check = "pass",
+        .head_dim_v = 128,
     };
     return r;
 }
@@ -80,7 +81,7 @@ START_TEST(a_row_holds_each_field_as_the_scripts_read_it)
     row_text(&r, line, sizeof line);
     ck_assert_str_eq(line, "08_intra_wg_overlap,fwd,NVIDIA H200  rev 1,132,1980,d8558c5,"
                            "2026-12-01T12:00:00Z,4,4096,2048,16,4,128,bf16,1,10,1.23457,1.20000,"
-                           "1.30000,334.57,1.235e-03,,,pass\n");
+                           "1.30000,334.57,1.235e-03,,,pass,128\n");
     ck_assert_int_eq(count_char(line, ','), count_char(FX_CSV_HEADER, ','));
 }
 END_TEST
@@ -94,7 +95,7 @@ START_TEST(unchecked_errors_and_missing_text_are_empty_fields)
     r.check = "skipped";
     char line[1024];
     row_text(&r, line, sizeof line);
-    ck_assert_msg(strstr(line, ",334.57,,0.000e+00,,skipped\n"), "%s", line);
+    ck_assert_msg(strstr(line, ",334.57,,0.000e+00,,skipped,128\n"), "%s", line);
 }
 END_TEST
 

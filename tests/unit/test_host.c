@@ -563,6 +563,85 @@ START_TEST(causal_flops_count_empty_rows_as_zero)
 }
 END_TEST
 
+/* head_dim_v != head_dim (192 with 128): S = QKᵀ costs 2·head_dim per pair, O = PV
+ * 2·head_dim_v, so 2·(head_dim + head_dim_v) per unmasked pair; 0 or head_dim_v ==
+ * head_dim is the 4·head_dim of the other tests. */
+START_TEST(flops_with_head_dim_v_are_2_d_plus_dv_per_pair)
+{
+    fx_problem p = flop_problem(1000, 3000, false);
+    p.head_dim = 192;
+    p.head_dim_v = 128;
+    ck_assert_double_eq(fx_flops_forward(&p), 2.0 * (192 + 128) * 3 * 5 * 1000 * 3000);
+    ck_assert_double_eq(fx_flops_backward(&p), 2.5 * fx_flops_forward(&p));
+    /* Causal, sq = 10 > sk = 4: 10 pairs (causal_flops_count_empty_rows_as_zero). */
+    p = flop_problem(10, 4, true);
+    p.head_dim = 192;
+    p.head_dim_v = 128;
+    ck_assert_double_eq(fx_flops_forward(&p), 2.0 * (192 + 128) * 3 * 5 * 10);
+    /* head_dim_v set to head_dim counts as unset. */
+    fx_problem a = flop_problem(100, 200, true), b = a;
+    b.head_dim_v = b.head_dim;
+    ck_assert_double_eq(fx_flops_forward(&a), fx_flops_forward(&b));
+    ck_assert_double_eq(fx_flops_forward(&a), per_pair(&a) * (double)(100 * 200 - 99 * 100 / 2));
+}
+END_TEST
+
+/* V and O have head_dim_v columns, Q and K head_dim: their layouts and counts. */
+START_TEST(v_and_o_have_head_dim_v_columns)
+{
+    fx_problem p = fx_problem_default();
+    p.batch = 2;
+    p.seqlen_q = 3;
+    p.seqlen_k = 5;
+    p.heads_q = 8;
+    p.heads_kv = 2;
+    p.head_dim = 192;
+    p.head_dim_v = 128;
+    char why[256];
+    ck_assert_msg(fx_problem_validate(&p, why, sizeof why) == 0, "%s", why);
+    ck_assert_int_eq(fx_head_dim_v(&p), 128);
+    const fx_layout lq = fx_layout_q(&p), lk = fx_layout_kv(&p), lo = fx_layout_o(&p),
+                    lv = fx_layout_v(&p);
+    ck_assert_int_eq(lq.row_stride, 8 * 192);
+    ck_assert_int_eq(lk.row_stride, 2 * 192);
+    ck_assert_int_eq(lo.head_stride, 128);
+    ck_assert_int_eq(lo.row_stride, 8 * 128);
+    ck_assert_int_eq(lo.batch_stride, 3 * 8 * 128);
+    ck_assert_int_eq(lv.head_stride, 128);
+    ck_assert_int_eq(lv.row_stride, 2 * 128);
+    ck_assert_int_eq(lv.batch_stride, 5 * 2 * 128);
+    ck_assert_uint_eq(fx_numel_q(&p), 2 * 3 * 8 * 192);
+    ck_assert_uint_eq(fx_numel_kv(&p), 2 * 5 * 2 * 192);
+    ck_assert_uint_eq(fx_numel_o(&p), 2 * 3 * 8 * 128);
+    ck_assert_uint_eq(fx_numel_v(&p), 2 * 5 * 2 * 128);
+    /* The line names head_dim_v only when it is not head_dim. */
+    char line[512];
+    fx_problem_format(&p, line, sizeof line);
+    ck_assert_msg(strstr(line, " d=192 dv=128 ") != NULL, "%s", line);
+    p.head_dim_v = 0;
+    fx_problem_format(&p, line, sizeof line);
+    ck_assert_msg(strstr(line, "dv=") == NULL, "%s", line);
+    ck_assert_uint_eq(fx_numel_o(&p), fx_numel_q(&p));
+    ck_assert_int_eq(fx_layout_v(&p).row_stride, fx_layout_kv(&p).row_stride);
+}
+END_TEST
+
+/* A head_dim_v that is set must be a multiple of 8 up to 256; the message names it. */
+START_TEST(a_bad_head_dim_v_is_refused_naming_the_value)
+{
+    const int bad[] = {100, 264, -8, 4};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        fx_problem p = fx_problem_default();
+        p.head_dim = 192;
+        p.head_dim_v = bad[i];
+        char why[256] = "", want[64];
+        ck_assert_int_eq(fx_problem_validate(&p, why, sizeof why), 2);
+        snprintf(want, sizeof want, "head_dim_v (%d)", bad[i]);
+        ck_assert_msg(strstr(why, want) != NULL, "'%s' does not name '%s'", why, want);
+    }
+}
+END_TEST
+
 START_TEST(flops_equal_the_sum_of_keys_seen_over_rows)
 {
     for (int sq = 1; sq <= 40; sq++) {
@@ -621,6 +700,9 @@ static Suite *host_suite(void)
     tcase_add_test(prob, causal_flops_with_sq_eq_sk_are_about_half);
     tcase_add_test(prob, causal_flops_count_empty_rows_as_zero);
     tcase_add_test(prob, flops_equal_the_sum_of_keys_seen_over_rows);
+    tcase_add_test(prob, flops_with_head_dim_v_are_2_d_plus_dv_per_pair);
+    tcase_add_test(prob, v_and_o_have_head_dim_v_columns);
+    tcase_add_test(prob, a_bad_head_dim_v_is_refused_naming_the_value);
     suite_add_tcase(s, prob);
     return s;
 }

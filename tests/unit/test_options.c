@@ -76,6 +76,29 @@ START_TEST(head_dims_outside_multiples_of_8_up_to_256_are_refused)
 }
 END_TEST
 
+START_TEST(head_dims_v_outside_multiples_of_8_up_to_256_are_refused)
+{
+    assert_refused("--head-dim 192 --head-dim-v 100", "head_dim_v", "100");
+    assert_refused("--head-dim 192 --head-dim-v 264", "head_dim_v", "264");
+    assert_refused("--head-dim 192 --head-dim-v 4", "head_dim_v", "4");
+    assert_refused("--head-dim-v 0", "head-dim-v", "0");
+    assert_refused("--head-dim-v -128", "head-dim-v", "-128");
+}
+END_TEST
+
+START_TEST(head_dim_v_is_set_by_its_option_and_head_dim_by_default)
+{
+    parsed r = parse("--head-dim 192 --head-dim-v 128");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_int_eq(r.o.problem.head_dim, 192);
+    ck_assert_int_eq(r.o.problem.head_dim_v, 128);
+    ck_assert_int_eq(fx_head_dim_v(&r.o.problem), 128);
+    r = parse("--head-dim 64");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_int_eq(fx_head_dim_v(&r.o.problem), 64);
+}
+END_TEST
+
 START_TEST(an_unknown_dtype_or_distribution_is_refused)
 {
     assert_refused("--dtype fp8x", "fp8x", NULL);
@@ -443,6 +466,7 @@ static Suite *options_suite(void)
     tcase_add_test(refuse, zero_or_negative_sizes_are_refused_naming_the_value);
     tcase_add_test(refuse, heads_q_not_a_multiple_of_heads_kv_is_refused);
     tcase_add_test(refuse, head_dims_outside_multiples_of_8_up_to_256_are_refused);
+    tcase_add_test(refuse, head_dims_v_outside_multiples_of_8_up_to_256_are_refused);
     tcase_add_test(refuse, an_unknown_dtype_or_distribution_is_refused);
     tcase_add_test(refuse, a_malformed_number_is_refused);
     tcase_add_test(refuse, an_unknown_option_or_a_missing_value_is_refused);
@@ -461,6 +485,7 @@ static Suite *options_suite(void)
     tcase_add_test(accept, no_options_give_the_defaults);
     tcase_add_test(accept, a_full_valid_line_sets_every_field);
     tcase_add_test(accept, seqlen_and_heads_set_both_sides);
+    tcase_add_test(accept, head_dim_v_is_set_by_its_option_and_head_dim_by_default);
     tcase_add_test(accept, help_is_accepted);
     tcase_add_test(accept, a_seed_is_decimal_or_0x_hex_never_octal);
     suite_add_tcase(s, accept);

@@ -181,6 +181,47 @@ END_TEST
 
 /* Q = 0 makes every score 0: P is uniform over the keys a row sees, O is the mean of
  * their V and LSE = log(number of keys). Causal rows average their own prefix. */
+/* head_dim_v != head_dim (192 with 128): a row with one key gets O = V's row, head_dim_v
+ * wide (V's layout, not K's), and LSE = its score over head_dim columns of Q and K; the
+ * emulation gives the same O rounded to the dtype. */
+START_TEST(one_key_gives_o_equal_v_at_head_dim_v)
+{
+    fx_problem p = fx_test_problem(2, 3, 1, 4, 2, 192, false, FX_BF16);
+    p.head_dim_v = 128;
+    char why[256];
+    ck_assert_msg(fx_problem_validate(&p, why, sizeof why) == 0, "%s", why);
+    const size_t nq = fx_numel_q(&p), nk = fx_numel_kv(&p), nv = fx_numel_v(&p);
+    float *q = fx_test_calloc(nq, sizeof(float)), *k = fx_test_calloc(nk, sizeof(float)),
+          *v = fx_test_calloc(nv, sizeof(float));
+    fx_fill(&p, FX_T_Q, q, nq);
+    fx_fill(&p, FX_T_K, k, nk);
+    fx_fill(&p, FX_T_V, v, nv);
+    const fx_layout lq = fx_layout_q(&p), lk = fx_layout_kv(&p), lv = fx_layout_v(&p);
+    double o[3 * 128], lse[3];
+    float o_emu[3 * 128], lse_emu[3];
+    for (int b = 0; b < p.batch; ++b)
+        for (int h = 0; h < p.heads_q; ++h) {
+            const int hk = h / (p.heads_q / p.heads_kv);
+            fx_ref_forward_rows(&p, q, k, v, b, h, 0, p.seqlen_q, o, lse);
+            fx_emu_forward_rows(&p, q, k, v, b, h, 0, p.seqlen_q, o_emu, lse_emu);
+            for (int i = 0; i < p.seqlen_q; ++i) {
+                double s = 0.0;
+                for (int d = 0; d < p.head_dim; ++d)
+                    s += (double)q[fx_offset(lq, b, i, h, d)] * k[fx_offset(lk, b, 0, hk, d)];
+                ck_assert_double_eq_tol(lse[i], p.softmax_scale * s, 1e-12);
+                for (int d = 0; d < 128; ++d) {
+                    const float want = v[fx_offset(lv, b, 0, hk, d)];
+                    ck_assert_double_eq(o[i * 128 + d], (double)want);
+                    ck_assert_float_eq(o_emu[i * 128 + d], fx_round(p.dtype, want));
+                }
+            }
+        }
+    free(q);
+    free(k);
+    free(v);
+}
+END_TEST
+
 START_TEST(equal_scores_give_the_mean_of_v)
 {
     for (int dt = 0; dt < FX_DTYPE_COUNT; dt++) {
@@ -723,6 +764,7 @@ static Suite *reference_suite(void)
     TCase *closed = tcase_create("closed_forms");
     tcase_add_test(closed, one_key_gives_o_equal_v_and_lse_equal_its_score);
     tcase_add_test(closed, equal_scores_give_the_mean_of_v);
+    tcase_add_test(closed, one_key_gives_o_equal_v_at_head_dim_v);
     tcase_add_test(closed, a_fully_masked_row_gives_zero_o_minus_inf_lse_and_zero_gradients);
     tcase_add_test(closed, seqlen_one_gives_o_equal_v_and_dv_equal_the_sum_of_do);
     tcase_add_test(closed, a_sample_of_rows_equals_the_same_rows_of_the_whole_slice);

@@ -53,6 +53,23 @@ static const fx_stage ranged = {
     .forward = no_launch,
 };
 
+/* A stage like 09: head_dim 128/192, and 192 with head_dim_v 128. */
+static const fx_stage paired = {
+    .id = "97_paired",
+    .summary = "a test stage with a head_dim_v pair",
+    .caps = {.head_dims = {128, 192},
+             .n_head_dims = 2,
+             .head_dim_v_pairs = {{192, 128}},
+             .n_head_dim_v_pairs = 1,
+             .dtypes = FX_DTYPE_BIT(FX_BF16),
+             .causal = true,
+             .gqa = true,
+             .backward = true,
+             .min_sm = 90},
+    .forward = no_launch,
+    .backward = no_launch_bwd,
+};
+
 static fx_problem small(int head_dim)
 {
     fx_problem p = fx_problem_default();
@@ -104,6 +121,36 @@ START_TEST(each_limit_is_refused_by_name)
 }
 END_TEST
 
+static fx_problem small_v(int head_dim, int head_dim_v)
+{
+    fx_problem p = small(head_dim);
+    p.head_dim_v = head_dim_v;
+    return p;
+}
+
+/* head_dim_v != head_dim only where the caps list the pair, forward only; head_dim_v equal
+ * to head_dim is no head_dim_v at all. */
+START_TEST(head_dim_v_is_refused_unless_the_caps_list_the_pair)
+{
+    char why[256];
+    const fx_problem ok[] = {small_v(192, 128), small_v(192, 192), small_v(128, 128)};
+    ck_assert_int_eq(fx_stage_supports(&paired, &ok[0], false, why, sizeof why), 0);
+    ck_assert_int_eq(fx_stage_supports(&paired, &ok[1], true, why, sizeof why), 0);
+    ck_assert_int_eq(fx_stage_supports(&listed, &ok[2], false, why, sizeof why), 0);
+    assert_refused(&listed, small_v(128, 64), false,
+                   "head_dim_v 64 with head_dim 128 is not supported (head_dim_v: head_dim only)");
+    assert_refused(&ranged, small_v(64, 32), false, "head_dim_v 32 with head_dim 64");
+    assert_refused(&paired, small_v(192, 64), false,
+                   "head_dim_v 64 with head_dim 192 is not supported (head_dim_v: head_dim, or "
+                   "128 with head_dim 192)");
+    assert_refused(&paired, small_v(128, 192), false, "head_dim_v 192 with head_dim 128");
+    /* A head_dim outside the list is named as such first. */
+    assert_refused(&paired, small_v(256, 128), false, "head_dim 256 is not supported");
+    assert_refused(&paired, small_v(192, 128), true,
+                   "head_dim_v 128 != head_dim 192 has no backward");
+}
+END_TEST
+
 START_TEST(a_grid_past_65535_heads_or_batches_is_refused_by_name)
 {
     char why[256] = "";
@@ -135,6 +182,10 @@ START_TEST(the_description_lists_every_capability)
     ck_assert_ptr_nonnull(strstr(buf, "bf16/fp16"));
     ck_assert_ptr_nonnull(strstr(buf, "sm_90a (Hopper) only"));
     ck_assert_ptr_nonnull(strstr(buf, "a limit in words"));
+    ck_assert_ptr_null(strstr(buf, "head_dim_v"));
+    fx_caps_describe(&paired, buf, sizeof buf);
+    ck_assert_ptr_nonnull(
+        strstr(buf, "  head_dim: 128/192; head_dim_v: head_dim, or 128 with head_dim 192\n"));
 }
 END_TEST
 
@@ -180,6 +231,7 @@ int main(void)
     TCase *tc = tcase_create("supports");
     tcase_add_test(tc, a_problem_inside_the_capabilities_is_accepted);
     tcase_add_test(tc, each_limit_is_refused_by_name);
+    tcase_add_test(tc, head_dim_v_is_refused_unless_the_caps_list_the_pair);
     tcase_add_test(tc, the_description_lists_every_capability);
     tcase_add_test(tc, a_grid_past_65535_heads_or_batches_is_refused_by_name);
     tcase_add_test(tc, an_environment_setting_is_one_of_its_values_or_refused_quoted);
