@@ -100,6 +100,13 @@ int fx_api_stage_caps(const char *stage, fx_api_caps *caps, char *msg, size_t ms
     caps->min_sm = c->min_sm;
     caps->sm90a_only = c->sm90a_only;
     caps->limits = c->limits;
+    for (int i = 0; i < c->n_head_dim_v_pairs && i < FX_API_MAX_HEAD_DIM_V_PAIRS; ++i) {
+        caps->head_dim_v_pairs[i][0] = c->head_dim_v_pairs[i].head_dim;
+        caps->head_dim_v_pairs[i][1] = c->head_dim_v_pairs[i].head_dim_v;
+    }
+    caps->n_head_dim_v_pairs = c->n_head_dim_v_pairs < FX_API_MAX_HEAD_DIM_V_PAIRS
+                                   ? c->n_head_dim_v_pairs
+                                   : FX_API_MAX_HEAD_DIM_V_PAIRS;
     if (msg && msg_len)
         msg[0] = '\0';
     return FX_API_OK;
@@ -115,6 +122,7 @@ static fx_problem to_problem(const fx_api_problem *a)
     p.heads_q = a->heads_q;
     p.heads_kv = a->heads_kv;
     p.head_dim = a->head_dim;
+    p.head_dim_v = a->head_dim_v;
     p.dtype = (fx_dtype)a->dtype;
     p.causal = a->causal != 0;
     p.softmax_scale = a->softmax_scale;

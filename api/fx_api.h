@@ -8,8 +8,10 @@
  * on device buffers that the caller owns, on the caller's stream and current device.
  *
  * Shapes and layouts are the harness's (common/fx_problem.h, DESIGN.md "Layout"):
- *   Q, O, dO, dQ : [batch, seqlen_q, heads_q,  head_dim]  strides in elements, last dim 1
- *   K, V, dK, dV : [batch, seqlen_k, heads_kv, head_dim]
+ *   Q, dQ        : [batch, seqlen_q, heads_q,  head_dim]    strides in elements, last dim 1
+ *   O, dO        : [batch, seqlen_q, heads_q,  head_dim_v]  head_dim_v: V's columns, head_dim
+ *   K, dK        : [batch, seqlen_k, heads_kv, head_dim]    unless the stage lists the pair
+ *   V, dV        : [batch, seqlen_k, heads_kv, head_dim_v]  (fx_api_caps.head_dim_v_pairs)
  *   LSE          : fp32 [batch, heads_q, seqlen_q], contiguous, natural log
  * A variable-length batch packs the sequences along the rows (FlashAttention's varlen
  * layout): Q, O [total_q, heads_q, head_dim], K, V [total_k, heads_kv, head_dim], LSE
@@ -42,7 +44,7 @@ extern "C" {
 
 /* The version of this interface: the structs below and the functions' signatures.
  * python/flash_explorer checks it before it uses the structs. */
-#define FX_API_VERSION 1
+#define FX_API_VERSION 2 /* 2: head_dim_v (fx_api_problem), head_dim_v_pairs (fx_api_caps) */
 
 /* Return codes: the stage programs' exit codes (DESIGN.md, "Program"). */
 typedef enum fx_api_status {
@@ -59,6 +61,7 @@ enum { FX_API_BF16 = 0, FX_API_FP16 = 1 };
 #define FX_API_DTYPE_BIT(dt) (1u << (unsigned)(dt))
 
 #define FX_API_MAX_HEAD_DIMS 8
+#define FX_API_MAX_HEAD_DIM_V_PAIRS 4
 
 /* A stage's capabilities (common/fx_stage.h's fx_caps). Flags are 0 or 1. */
 typedef struct fx_api_caps {
@@ -79,6 +82,10 @@ typedef struct fx_api_caps {
     int min_sm;         /* minimum compute capability ×10 */
     int sm90a_only;     /* runs on compute capability 9.0 only */
     const char *limits; /* other limits in words (the program's --help), or NULL */
+    /* head_dim_v != head_dim (forward only): the pairs {head_dim, head_dim_v} the stage
+     * takes, n_head_dim_v_pairs of them; 0 pairs: head_dim_v must equal head_dim. */
+    int head_dim_v_pairs[FX_API_MAX_HEAD_DIM_V_PAIRS][2];
+    int n_head_dim_v_pairs;
 } fx_api_caps;
 
 /* One attention problem (common/fx_problem.h's fx_problem). */
@@ -98,6 +105,9 @@ typedef struct fx_api_problem {
     int varlen;
     int total_q, total_k;
     const int *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
+    /* V's and O's columns (version 2): 0 or head_dim for head_dim, else a pair the stage's
+     * caps list (e.g. 192 with 128 on stage 09), forward only. */
+    int head_dim_v;
 } fx_api_problem;
 
 /* Element strides of one tensor (fx_layout); the head_dim stride is 1. */

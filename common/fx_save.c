@@ -75,8 +75,9 @@ static int write_problem(const char *dir, const char *stage_id, const fx_problem
     }
     fprintf(f, "stage=%s\nbatch=%d\nseqlen_q=%d\nseqlen_k=%d\nheads_q=%d\nheads_kv=%d\n", stage_id,
             p->batch, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv);
-    fprintf(f, "head_dim=%d\ndtype=%s\ncausal=%d\nsoftmax_scale=%.17g\n", p->head_dim,
-            fx_dtype_name(p->dtype), p->causal ? 1 : 0, p->softmax_scale);
+    fprintf(f, "head_dim=%d\nhead_dim_v=%d\ndtype=%s\ncausal=%d\nsoftmax_scale=%.17g\n",
+            p->head_dim, fx_head_dim_v(p), fx_dtype_name(p->dtype), p->causal ? 1 : 0,
+            p->softmax_scale);
     fprintf(f, "seed=0x%016llx\ndist=%s\nqk_scale=%.17g\nbackward=%d\nvarlen=%d\n",
             (unsigned long long)p->seed, fx_dist_name(p->dist), p->qk_scale, backward ? 1 : 0,
             p->varlen ? 1 : 0);
@@ -97,18 +98,20 @@ static int write_problem(const char *dir, const char *stage_id, const fx_problem
 int fx_save_case(const char *dir, const char *stage_id, const fx_problem *p, const fx_case_host *h,
                  const fx_outputs *o, bool backward)
 {
-    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    /* Q, dQ, K, dK: head_dim columns; V, dV, O, dO: head_dim_v (fx_problem.h). */
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p);
+    const size_t no = fx_numel_o(p), nl = fx_numel_lse(p);
     int bad = write_problem(dir, stage_id, p, backward);
     bad = bad || write_array(dir, "q.bin", h->qb, sizeof(uint16_t), nq);
     bad = bad || write_array(dir, "k.bin", h->kb, sizeof(uint16_t), nkv);
-    bad = bad || write_array(dir, "v.bin", h->vb, sizeof(uint16_t), nkv);
-    bad = bad || write_array(dir, "o.f32", o->o_h, sizeof(float), nq);
+    bad = bad || write_array(dir, "v.bin", h->vb, sizeof(uint16_t), nv);
+    bad = bad || write_array(dir, "o.f32", o->o_h, sizeof(float), no);
     bad = bad || write_array(dir, "lse.f32", o->lse_h, sizeof(float), nl);
     if (backward) {
-        bad = bad || write_array(dir, "dout.bin", h->dob, sizeof(uint16_t), nq);
+        bad = bad || write_array(dir, "dout.bin", h->dob, sizeof(uint16_t), no);
         bad = bad || write_array(dir, "dq.f32", o->dq_h, sizeof(float), nq);
         bad = bad || write_array(dir, "dk.f32", o->dk_h, sizeof(float), nkv);
-        bad = bad || write_array(dir, "dv.f32", o->dv_h, sizeof(float), nkv);
+        bad = bad || write_array(dir, "dv.f32", o->dv_h, sizeof(float), nv);
     }
     return bad;
 }

@@ -9,7 +9,8 @@
  *   o.f32, lse.f32        the stage's O (as float: every bf16/fp16 value is exact in it)
  *                         and its LSE, fp32, natural log
  *   dq.f32, dk.f32, dv.f32  with --bwd
- *   problem.txt           key=value lines: the stage, the sizes, dtype, causal, the
+ *   problem.txt           key=value lines: the stage, the sizes (head_dim_v: V's and O's
+ *                         columns, head_dim unless the stage takes another), dtype, causal, the
  *                         resolved softmax_scale (%.17g, so that it reads back exactly),
  *                         seed, dist, qk_scale, and for a variable-length batch its
  *                         cu_seqlens_q/k and seqused_k as comma-separated lists

@@ -24,10 +24,11 @@ __all__ = [
     "library_path",
 ]
 
-API_VERSION = 1  # FX_API_VERSION of api/fx_api.h, whose structs are mirrored below
+API_VERSION = 2  # FX_API_VERSION of api/fx_api.h, whose structs are mirrored below
 _OK, _ERROR, _USAGE, _NO_GPU = 0, 1, 2, 77  # fx_api_status
 _DTYPES = {"bf16": 0, "fp16": 1}  # FX_API_BF16, FX_API_FP16
 _MAX_HEAD_DIMS = 8
+_MAX_HEAD_DIM_V_PAIRS = 4
 _MSG_BYTES = 2048
 DEFAULT_STAGE = "08_intra_wg_overlap"
 
@@ -57,6 +58,8 @@ class _Caps(ctypes.Structure):
         ("varlen", ctypes.c_int), ("backward", ctypes.c_int),
         ("deterministic_backward", ctypes.c_int), ("min_sm", ctypes.c_int),
         ("sm90a_only", ctypes.c_int), ("limits", ctypes.c_char_p),
+        ("head_dim_v_pairs", (ctypes.c_int * 2) * _MAX_HEAD_DIM_V_PAIRS),
+        ("n_head_dim_v_pairs", ctypes.c_int),
     ]
 
 
@@ -67,7 +70,7 @@ class _Problem(ctypes.Structure):
         ("dtype", ctypes.c_int), ("causal", ctypes.c_int), ("softmax_scale", ctypes.c_double),
         ("varlen", ctypes.c_int), ("total_q", ctypes.c_int), ("total_k", ctypes.c_int),
         ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
-        ("seqused_k", ctypes.c_void_p),
+        ("seqused_k", ctypes.c_void_p), ("head_dim_v", ctypes.c_int),
     ]
 
 
@@ -175,7 +178,8 @@ def capabilities(stage):
     """Stage `stage`'s capabilities as a dict (fx_api_caps): head_dims (a list, or None when
     the stage takes every multiple of head_dim_multiple up to head_dim_max), dtypes
     (['bf16', 'fp16']), causal, gqa, varlen, backward, deterministic_backward (bools),
-    min_sm, sm90a_only, summary, limits (text or None)."""
+    min_sm, sm90a_only, summary, limits (text or None), head_dim_v_pairs (the (head_dim,
+    head_dim_v) pairs with V and O narrower or wider than Q and K; [] when none)."""
     caps = _Caps()
     _call(_library().fx_api_stage_caps, stage.encode(), ctypes.byref(caps))
     return {
@@ -193,25 +197,29 @@ def capabilities(stage):
         "min_sm": caps.min_sm,
         "sm90a_only": bool(caps.sm90a_only),
         "limits": caps.limits.decode() if caps.limits else None,
+        "head_dim_v_pairs": [tuple(caps.head_dim_v_pairs[i])
+                             for i in range(caps.n_head_dim_v_pairs)],
     }
 
 
 def _problem(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, causal,
-             softmax_scale):
+             softmax_scale, head_dim_v=0):
     if dtype not in _DTYPES:
         raise UnsupportedError(f"flash-explorer: dtype {dtype!r} is not one of bf16, fp16")
     return _Problem(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads_q=heads_q,
                     heads_kv=heads_kv, head_dim=head_dim, dtype=_DTYPES[dtype],
                     causal=int(bool(causal)),
-                    softmax_scale=0.0 if softmax_scale is None else float(softmax_scale))
+                    softmax_scale=0.0 if softmax_scale is None else float(softmax_scale),
+                    head_dim_v=int(head_dim_v))
 
 
 def check(stage, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype="bf16",
-          causal=False, softmax_scale=None, backward=False):
+          causal=False, softmax_scale=None, backward=False, head_dim_v=0):
     """Raises UnsupportedError with the stage program's message when the stage cannot take
-    the problem (fx_api_check); needs no GPU and no torch. dtype: 'bf16' or 'fp16'."""
+    the problem (fx_api_check); needs no GPU and no torch. dtype: 'bf16' or 'fp16';
+    head_dim_v: V's and O's columns, 0 for head_dim."""
     p = _problem(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, causal,
-                 softmax_scale)
+                 softmax_scale, head_dim_v)
     _call(_library().fx_api_check, stage.encode(), ctypes.byref(p), int(bool(backward)))
 
 
@@ -250,13 +258,16 @@ def _dtype_name(torch, tensors, names, dims=4, shape_text="[batch, seqlen, heads
 
 
 def _shapes(q, k, v):
+    """Sizes of q [b, sq, hq, d], k [b, sk, hkv, d], v [b, sk, hkv, dv]; dv is V's (and
+    O's) head_dim, which a stage may take unequal to d (caps' head_dim_v_pairs)."""
     b, sq, hq, d = q.shape
     bk, sk, hkv, dk = k.shape
-    if k.shape != v.shape or bk != b or dk != d:
+    if k.shape[:3] != v.shape[:3] or bk != b or dk != d:
         raise ValueError(f"flash_explorer: q {tuple(q.shape)}, k {tuple(k.shape)}, v "
-                         f"{tuple(v.shape)}: k and v must be [batch, seqlen_k, heads_kv, "
-                         "head_dim] with q's batch and head_dim")
-    return b, sq, sk, hq, hkv, d
+                         f"{tuple(v.shape)}: k must be [batch, seqlen_k, heads_kv, head_dim] "
+                         "with q's batch and head_dim, v [batch, seqlen_k, heads_kv, "
+                         "head_dim_v]")
+    return b, sq, sk, hq, hkv, d, v.shape[3]
 
 
 def _ptr(t, keep):
@@ -279,19 +290,21 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, stage=DEFAULT_
                     return_lse=False):
     """FlashAttention's forward on torch CUDA tensors with one stage's kernels.
 
-    q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv, head_dim]
-    (heads_q a multiple of heads_kv); bf16 or fp16, one CUDA device, head_dim contiguous,
-    other strides multiples of 16 bytes. softmax_scale: None for 1/sqrt(head_dim). causal:
-    bottom-right aligned. Runs on the current stream of q's device.
-    Returns out [batch, seqlen_q, heads_q, head_dim] (q's dtype), and with return_lse also
+    q: [batch, seqlen_q, heads_q, head_dim]; k: [batch, seqlen_k, heads_kv, head_dim]; v:
+    [batch, seqlen_k, heads_kv, head_dim_v], head_dim_v = head_dim unless the stage lists
+    the pair (capabilities()["head_dim_v_pairs"]); heads_q a multiple of heads_kv; bf16 or
+    fp16, one CUDA device, head_dim contiguous, other strides multiples of 16 bytes.
+    softmax_scale: None for 1/sqrt(head_dim). causal: bottom-right aligned. Runs on the
+    current stream of q's device.
+    Returns out [batch, seqlen_q, heads_q, head_dim_v] (q's dtype), and with return_lse also
     lse, fp32 [batch, heads_q, seqlen_q] in natural log.
     Raises UnsupportedError (the stage program's message) for a case the stage excludes,
     TypeError for non-CUDA or wrong-dtype tensors, NoGPUError, CUDAError."""
     torch = _torch()
     dtype = _dtype_name(torch, (q, k, v), ("q", "k", "v"))
-    b, sq, sk, hq, hkv, d = _shapes(q, k, v)
-    p = _problem(b, sq, sk, hq, hkv, d, dtype, causal, softmax_scale)
-    out = torch.empty((b, sq, hq, d), dtype=q.dtype, device=q.device)
+    b, sq, sk, hq, hkv, d, dv = _shapes(q, k, v)
+    p = _problem(b, sq, sk, hq, hkv, d, dtype, causal, softmax_scale, dv)
+    out = torch.empty((b, sq, hq, dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
     with torch.cuda.device(q.device):
         a = _FwdArgs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(),
@@ -319,24 +332,26 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """FlashAttention's variable-length forward (flash_attn_varlen_func) with one stage's
     kernels, for stages whose capabilities have varlen (09).
 
-    q: [total_q, heads_q, head_dim], k, v: [total_k, heads_kv, head_dim], the sequences
+    q: [total_q, heads_q, head_dim], k: [total_k, heads_kv, head_dim], v: [total_k,
+    heads_kv, head_dim_v] (as flash_attn_func's), the sequences
     packed along the rows: sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1
     (cu_seqlens_q, cu_seqlens_k: batch + 1 int32, 0 first, non-decreasing, on any device);
     seqused_k: None, or batch int32 counts, the first keys of each sequence it attends.
     max_seqlen_q, max_seqlen_k: the longest sequence's lengths. Causal is bottom-right
     aligned per sequence. The offsets are read on the host too (the C API checks them
     there), which synchronizes with their device when they live on a GPU.
-    Returns out [total_q, heads_q, head_dim], and with return_lse lse fp32 [heads_q, total_q].
+    Returns out [total_q, heads_q, head_dim_v], and with return_lse lse fp32 [heads_q, total_q].
     Raises as flash_attn_func does; UnsupportedError for offsets the program would refuse."""
     torch = _torch()
     dtype = _dtype_name(torch, (q, k, v), ("q", "k", "v"), dims=3,
                         shape_text="[total, heads, head_dim]")
     tq, hq, d = q.shape
     tk, hkv, dk = k.shape
-    if k.shape != v.shape or dk != d:
+    dv = v.shape[2]
+    if k.shape[:2] != v.shape[:2] or dk != d:
         raise ValueError(f"flash_explorer: q {tuple(q.shape)}, k {tuple(k.shape)}, v "
-                         f"{tuple(v.shape)}: k and v must be [total_k, heads_kv, head_dim] "
-                         "with q's head_dim")
+                         f"{tuple(v.shape)}: k must be [total_k, heads_kv, head_dim] with q's "
+                         "head_dim, v [total_k, heads_kv, head_dim_v]")
     cq, ck = _int_list(cu_seqlens_q, "cu_seqlens_q"), _int_list(cu_seqlens_k, "cu_seqlens_k")
     used = None if seqused_k is None else _int_list(seqused_k, "seqused_k")
     batch = len(cq) - 1
@@ -348,7 +363,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     cq_h, ck_h = host(cq), host(ck)
     used_h = None if used is None else host(used)
     p = _problem(batch, int(max_seqlen_q), int(max_seqlen_k), hq, hkv, d, dtype, causal,
-                 softmax_scale)
+                 softmax_scale, dv)
     p.varlen, p.total_q, p.total_k = 1, tq, tk
     p.cu_seqlens_q = ctypes.cast(cq_h, ctypes.c_void_p)
     p.cu_seqlens_k = ctypes.cast(ck_h, ctypes.c_void_p)
@@ -356,7 +371,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     dev = lambda xs: torch.tensor(xs, dtype=torch.int32, device=q.device)
     cq_d, ck_d = dev(cq), dev(ck)
     used_d = None if used is None else dev(used)
-    out = torch.empty((tq, hq, d), dtype=q.dtype, device=q.device)
+    out = torch.empty((tq, hq, dv), dtype=q.dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device)
     layout = lambda t: _Layout(0, t.stride(0), t.stride(1))  # no batch stride when packed
     keep = []
@@ -378,16 +393,17 @@ def flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fals
     Same layouts, rules and errors as flash_attn_func; dout in out's shape."""
     torch = _torch()
     dtype = _dtype_name(torch, (q, k, v, out, dout), ("q", "k", "v", "out", "dout"))
-    b, sq, sk, hq, hkv, d = _shapes(q, k, v)
-    if out.shape != q.shape or dout.shape != q.shape or tuple(lse.shape) != (b, hq, sq):
-        raise ValueError("flash_explorer: out and dout must have q's shape, lse "
-                         "[batch, heads_q, seqlen_q]")
+    b, sq, sk, hq, hkv, d, dv = _shapes(q, k, v)
+    if (tuple(out.shape) != (b, sq, hq, dv) or dout.shape != out.shape
+            or tuple(lse.shape) != (b, hq, sq)):
+        raise ValueError("flash_explorer: out and dout must be [batch, seqlen_q, heads_q, "
+                         "head_dim_v], lse [batch, heads_q, seqlen_q]")
     if lse.dtype != torch.float32 or not lse.is_contiguous():
         raise TypeError("flash_explorer: lse must be contiguous torch.float32")
     like = lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     if dout.stride() != out.stride():
         dout = like(out).copy_(dout)  # the C API gives dO O's layout
-    p = _problem(b, sq, sk, hq, hkv, d, dtype, causal, softmax_scale)
+    p = _problem(b, sq, sk, hq, hkv, d, dtype, causal, softmax_scale, dv)
     dq, dk, dv = like(q), like(k), like(v)  # dQ in Q's layout, dK in K's, dV in V's
     with torch.cuda.device(q.device):
         a = _BwdArgs(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(),

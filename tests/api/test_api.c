@@ -119,6 +119,30 @@ START_TEST(caps_are_the_descriptors)
     ck_assert_int_eq(c.backward, e->backward);
     ck_assert_int_eq(c.sm90a_only, e->sm90a_only);
     ck_assert_int_eq(c.min_sm, e->min_sm);
+    /* head_dim_v != head_dim: stage 09's (192, 128), nobody else's. */
+    const bool is09 = strcmp(e->id, "09_persistent") == 0;
+    ck_assert_int_eq(c.n_head_dim_v_pairs, is09 ? 1 : 0);
+    if (is09) {
+        ck_assert_int_eq(c.head_dim_v_pairs[0][0], 192);
+        ck_assert_int_eq(c.head_dim_v_pairs[0][1], 128);
+    }
+}
+END_TEST
+
+START_TEST(head_dim_v_is_the_caps_pairs)
+{
+    fx_api_problem p = small_problem(192);
+    p.head_dim_v = 128;
+    char msg[256] = "x";
+    ck_assert_int_eq(fx_api_check("09_persistent", &p, 0, msg, sizeof msg), FX_API_OK);
+    ck_assert_int_eq(fx_api_check("09_persistent", &p, 1, msg, sizeof msg), FX_API_USAGE);
+    p = small_problem(128);
+    p.head_dim_v = 64;
+    ck_assert_int_eq(fx_api_check("08_intra_wg_overlap", &p, 0, msg, sizeof msg), FX_API_USAGE);
+    ck_assert_str_eq(msg, "stage_08_intra_wg_overlap: head_dim_v 64 with head_dim 128 is not "
+                          "supported (head_dim_v: head_dim only)");
+    p.head_dim_v = 128; /* equal: the same as 0 */
+    ck_assert_int_eq(fx_api_check("08_intra_wg_overlap", &p, 0, msg, sizeof msg), FX_API_OK);
 }
 END_TEST
 
@@ -293,6 +317,7 @@ int main(void)
     tcase_add_test(tc, version_is_the_headers);
     tcase_add_test(tc, lists_the_nine_stages_in_reading_order);
     tcase_add_loop_test(tc, caps_are_the_descriptors, 0, N_EXPECTED);
+    tcase_add_test(tc, head_dim_v_is_the_caps_pairs);
     tcase_add_test(tc, unknown_stage_is_refused_with_the_list);
     tcase_add_test(tc, a_problem_inside_the_caps_passes);
     tcase_add_test(tc, bad_head_dim_is_the_programs_message);

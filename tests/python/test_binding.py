@@ -57,6 +57,8 @@ for sid in ids:
         expect((c["head_dim_multiple"], c["head_dim_max"]) == (8, 256),
                f"{sid}: head_dim multiples of {c['head_dim_multiple']} to {c['head_dim_max']}")
     expect(len(c["summary"]) > 10, f"{sid}: summary {c['summary']!r}")
+    want_pairs = [(192, 128)] if n == 9 else []
+    expect(c["head_dim_v_pairs"] == want_pairs, f"{sid}: head_dim_v_pairs {c['head_dim_v_pairs']}")
 
 msg = raises(fx.UnsupportedError, fx.capabilities, "99_none")
 expect(msg is not None and msg.startswith("flash-explorer: no stage '99_none' (stages: 01_naive"),
@@ -73,6 +75,11 @@ expect(msg == "stage_05_wgmma: there is no backward", f"backward: {msg!r}")
 msg = raises(fx.UnsupportedError, fx.check, "03_flash2", 1, 64, 64, 2, 2, 64, dtype="fp8")
 expect(msg == "flash-explorer: dtype 'fp8' is not one of bf16, fp16", f"dtype: {msg!r}")
 fx.check("08_intra_wg_overlap", 2, 1000, 1000, 16, 4, 128, dtype="fp16", causal=True)
+fx.check("09_persistent", 2, 1000, 1000, 16, 4, 192, causal=True, head_dim_v=128)
+msg = raises(fx.UnsupportedError, fx.check, "08_intra_wg_overlap", 1, 64, 64, 2, 2, 128,
+             head_dim_v=64)
+expect(msg == "stage_08_intra_wg_overlap: head_dim_v 64 with head_dim 128 is not supported "
+       "(head_dim_v: head_dim only)", f"head_dim_v: {msg!r}")
 
 try:
     import torch

@@ -238,6 +238,32 @@ def test_bitwise_program(stage, case, tmp_path):
         assert_bits_equal("dV", dv, load_f32(tmp_path, "dv.f32", (b, sk, hkv, d)))
 
 
+def pair_stages():
+    return [s for s in fx.stages() if fx.capabilities(s)["head_dim_v_pairs"]]
+
+
+@pytest.mark.parametrize("stage", pair_stages())
+def test_bitwise_program_head_dim_v(stage, tmp_path):
+    """head_dim_v != head_dim: V and O 128 columns wide beside Q and K's 192."""
+    caps = need(stage)
+    d, dv = caps["head_dim_v_pairs"][0]
+    pr = run_program(stage, ["--batch", "2", "--seqlen-q", "333", "--seqlen-k", "700",
+                             "--heads-q", "4", "--heads-kv", "2", "--head-dim", str(d),
+                             "--head-dim-v", str(dv), "--causal"], tmp_path)
+    assert (int(pr["head_dim"]), int(pr["head_dim_v"])) == (d, dv)
+    b, sq, sk = int(pr["batch"]), int(pr["seqlen_q"]), int(pr["seqlen_k"])
+    hq, hkv = int(pr["heads_q"]), int(pr["heads_kv"])
+    dt = DTYPES[pr["dtype"]]
+    q = load_bits(tmp_path, "q.bin", dt, (b, sq, hq, d))
+    k = load_bits(tmp_path, "k.bin", dt, (b, sk, hkv, d))
+    v = load_bits(tmp_path, "v.bin", dt, (b, sk, hkv, dv))
+    out, lse = fx.flash_attn_func(q, k, v, float(pr["softmax_scale"]), True, stage=stage,
+                                  return_lse=True)
+    torch.cuda.synchronize()
+    assert_bits_equal("O", out, load_f32(tmp_path, "o.f32", (b, sq, hq, dv)))
+    assert_bits_equal("LSE", lse, load_f32(tmp_path, "lse.f32", (b, hq, sq)))
+
+
 def varlen_stages():
     return [s for s in fx.stages() if fx.capabilities(s)["varlen"]]
 
@@ -276,30 +302,34 @@ HEADS = {"mha": (6, 6), "gqa": (6, 2), "mqa": (6, 1)}
 
 
 def matrix_params():
+    """(stage, head_dim, head_dim_v): each head_dim with V as wide, and the stage's pairs."""
     for stage in fx.stages():
-        for d in head_dims(fx.capabilities(stage)):
-            yield stage, d
+        caps = fx.capabilities(stage)
+        for d in head_dims(caps):
+            yield stage, d, d
+        for d, dv in caps["head_dim_v_pairs"]:
+            yield stage, d, dv
 
 
 @pytest.mark.parametrize("seqlen_q,seqlen_k", SEQLENS)
 @pytest.mark.parametrize("mha_type", list(HEADS))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("stage,d", list(matrix_params()))
-def test_flash_attn_output(stage, d, dtype, causal, mha_type, seqlen_q, seqlen_k):
+@pytest.mark.parametrize("stage,d,dv", list(matrix_params()))
+def test_flash_attn_output(stage, d, dv, dtype, causal, mha_type, seqlen_q, seqlen_k):
     need(stage)
     dt = DTYPES[dtype]
     hq, hkv = HEADS[mha_type]
     batch = 2
-    gen = torch.Generator(device="cuda").manual_seed(seqlen_q * 7919 + seqlen_k * 31 + d)
+    gen = torch.Generator(device="cuda").manual_seed(seqlen_q * 7919 + seqlen_k * 31 + d + dv)
     q = draw((batch, seqlen_q, hq, d), dt, gen)
     k = draw((batch, seqlen_k, hkv, d), dt, gen)
-    v = draw((batch, seqlen_k, hkv, d), dt, gen)
+    v = draw((batch, seqlen_k, hkv, dv), dt, gen)
     scale = 1.0 / math.sqrt(d)
     out, lse = fx.flash_attn_func(q, k, v, causal=causal, stage=stage, return_lse=True)
     o_ref, lse_ref = attention_ref(q, k, v, causal, scale, upcast=True)
     o_pt, lse_pt = attention_ref(q, k, v, causal, scale, upcast=False)
-    assert out.shape == q.shape and out.dtype == dt
+    assert out.shape == (batch, seqlen_q, hq, dv) and out.dtype == dt
     assert_fa_rule("O", out, o_ref, o_pt, fwd_slack(o_ref.float(), dt))
     # The LSE by the same rule, its slack two fp32 roundings of the largest |LSE|.
     fin = lse_ref[torch.isfinite(lse_ref)]
@@ -330,7 +360,7 @@ def test_flash_attn_varlen_output(stage, mha_type, dtype, causal, case):
     lens_q = case[1]
     lens_k = case[2] if case[2] is not None else case[1]
     gen = torch.Generator(device="cuda").manual_seed(len(lens_q) * 1009 + sum(lens_k))
-    for d in caps["head_dims"]:
+    for d, dv in [(d, d) for d in caps["head_dims"]] + caps["head_dim_v_pairs"]:
         cq = [0]
         ck = [0]
         for a, b in zip(lens_q, lens_k):
@@ -338,7 +368,7 @@ def test_flash_attn_varlen_output(stage, mha_type, dtype, causal, case):
             ck.append(ck[-1] + b)
         q = draw((cq[-1], hq, d), dt, gen)
         k = draw((ck[-1], hkv, d), dt, gen)
-        v = draw((ck[-1], hkv, d), dt, gen)
+        v = draw((ck[-1], hkv, dv), dt, gen)
         scale = 1.0 / math.sqrt(d)
         out, lse = fx.flash_attn_varlen_func(
             q, k, v, torch.tensor(cq, dtype=torch.int32, device="cuda"),
@@ -347,7 +377,7 @@ def test_flash_attn_varlen_output(stage, mha_type, dtype, causal, case):
         for i in range(len(lens_q)):
             qs, ks = q[cq[i]:cq[i + 1]][None], k[ck[i]:ck[i + 1]][None]
             vs = v[ck[i]:ck[i + 1]][None]
-            name = f"d {d}, sequence {i} ({lens_q[i]}, {lens_k[i]})"
+            name = f"d {d}/{dv}, sequence {i} ({lens_q[i]}, {lens_k[i]})"
             o_ref, lse_ref = attention_ref(qs, ks, vs, causal, scale, upcast=True)
             o_pt, lse_pt = attention_ref(qs, ks, vs, causal, scale, upcast=False)
             assert_fa_rule(f"O, {name}", out[cq[i]:cq[i + 1]][None], o_ref, o_pt,

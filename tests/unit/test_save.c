@@ -171,6 +171,34 @@ START_TEST(save_varlen_without_backward)
 }
 END_TEST
 
+/* head_dim 192 with head_dim_v 128: V, O, dO and dV hold 128 columns, Q and K 192. */
+START_TEST(save_head_dim_v)
+{
+    make_folder();
+    fx_problem p = fx_problem_default();
+    p.batch = 1;
+    p.seqlen_q = 3;
+    p.seqlen_k = 2;
+    p.heads_q = p.heads_kv = 1;
+    p.head_dim = 192;
+    p.head_dim_v = 128;
+    const size_t nq = fx_numel_q(&p), nv = fx_numel_v(&p), no = fx_numel_o(&p);
+    ck_assert_uint_eq(nq, 3 * 192);
+    ck_assert_uint_eq(no, 3 * 128);
+    ck_assert_uint_eq(nv, 2 * 128);
+    fx_case_host h = {.qb = bits(nq, 1), .kb = bits(fx_numel_kv(&p), 2), .vb = bits(nv, 3)};
+    fx_outputs o = {.o_h = floats(no, 1), .lse_h = floats(fx_numel_lse(&p), 2)};
+    ck_assert_int_eq(fx_save_case(folder, "09_persistent", &p, &h, &o, false), 0);
+    expect_file("q.bin", h.qb, nq * 2);
+    expect_file("v.bin", h.vb, nv * 2);
+    expect_file("o.f32", o.o_h, no * 4);
+    char v[256];
+    ck_assert_str_eq(value_of("head_dim", v, sizeof v), "192");
+    ck_assert_str_eq(value_of("head_dim_v", v, sizeof v), "128");
+    free(h.qb), free(h.kb), free(h.vb), free(o.o_h), free(o.lse_h);
+}
+END_TEST
+
 START_TEST(prepare_refuses_what_cannot_hold_the_files)
 {
     make_folder();
@@ -196,6 +224,7 @@ static Suite *save_suite(void)
     TCase *t = tcase_create("files");
     tcase_add_test(t, save_fixed_length_with_backward);
     tcase_add_test(t, save_varlen_without_backward);
+    tcase_add_test(t, save_head_dim_v);
     tcase_add_test(t, prepare_refuses_what_cannot_hold_the_files);
     suite_add_tcase(s, t);
     return s;
