@@ -206,6 +206,17 @@ def _problem(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype, caus
              softmax_scale, head_dim_v=0):
     if dtype not in _DTYPES:
         raise UnsupportedError(f"flash-explorer: dtype {dtype!r} is not one of bf16, fp16")
+    # The C API's ints are 32-bit: a larger size would wrap (2^32 + 8 keys read as 8).
+    for name, n in (("batch", batch), ("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k),
+                    ("heads_q", heads_q), ("heads_kv", heads_kv), ("head_dim", head_dim),
+                    ("head_dim_v", head_dim_v)):
+        if not 0 <= int(n) < 2**31:
+            raise UnsupportedError(f"flash_explorer: {name} ({n}) is outside [0, 2^31)")
+    # FlashAttention's softmax_scale: None is 1/sqrt(head_dim); a number is that number. The
+    # C API reads <= 0 as the default, so 0 or a negative scale would silently become it.
+    if softmax_scale is not None and not float(softmax_scale) > 0:
+        raise UnsupportedError(f"flash_explorer: softmax_scale ({softmax_scale}) must be "
+                               "positive (None for 1/sqrt(head_dim))")
     return _Problem(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads_q=heads_q,
                     heads_kv=heads_kv, head_dim=head_dim, dtype=_DTYPES[dtype],
                     causal=int(bool(causal)),
@@ -248,6 +259,10 @@ def _dtype_name(torch, tensors, names, dims=4, shape_text="[batch, seqlen, heads
         if t.dim() != dims:
             raise ValueError(f"flash_explorer: {name} has shape {tuple(t.shape)}: "
                              f"{shape_text} expected")
+        if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)):
+            raise UnsupportedError(f"flash_explorer: {name} has a stride of 0 (an expanded "
+                                   f"tensor, strides {tuple(t.stride())}): the stages take "
+                                   f"each row in memory of its own; pass {name}.contiguous()")
         if t.stride(-1) != 1:
             raise UnsupportedError(f"flash_explorer: {name}'s head_dim stride is "
                                    f"{t.stride(-1)}: the stages take head_dim contiguous (1)")

@@ -76,6 +76,12 @@ msg = raises(fx.UnsupportedError, fx.check, "03_flash2", 1, 64, 64, 2, 2, 64, dt
 expect(msg == "flash-explorer: dtype 'fp8' is not one of bf16, fp16", f"dtype: {msg!r}")
 fx.check("08_intra_wg_overlap", 2, 1000, 1000, 16, 4, 128, dtype="fp16", causal=True)
 fx.check("09_persistent", 2, 1000, 1000, 16, 4, 192, causal=True, head_dim_v=128)
+# FlashAttention's softmax_scale=0.0 is a scale of 0, not the default: refused, never replaced.
+msg = raises(fx.UnsupportedError, fx.check, "03_flash2", 1, 64, 64, 2, 2, 64, softmax_scale=0.0)
+expect(msg is not None and "softmax_scale (0.0) must be positive" in msg, f"scale 0: {msg!r}")
+# A size past the C API's 32-bit ints is refused, not wrapped (2^32 + 8 keys as 8).
+msg = raises(fx.UnsupportedError, fx.check, "03_flash2", 1, 64, 2**32 + 8, 2, 2, 64)
+expect(msg is not None and "seqlen_k (4294967304) is outside" in msg, f"2^32+8: {msg!r}")
 msg = raises(fx.UnsupportedError, fx.check, "08_intra_wg_overlap", 1, 64, 64, 2, 2, 128,
              head_dim_v=64)
 expect(msg == "stage_08_intra_wg_overlap: head_dim_v 64 with head_dim 128 is not supported "

@@ -455,6 +455,11 @@ def test_refuses_strides_and_types():
     t = torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(fx.UnsupportedError, match="head_dim stride"):
         fx.flash_attn_func(t.transpose(2, 3), t, t, stage=stage)
+    kv = torch.zeros(1, 64, 1, 64, dtype=torch.bfloat16, device="cuda").expand(1, 64, 2, 64)
+    with pytest.raises(fx.UnsupportedError, match="stride of 0"):
+        fx.flash_attn_func(t, kv, kv, stage=stage)  # a backward would write dK through it
+    with pytest.raises(fx.UnsupportedError, match="softmax_scale"):
+        fx.flash_attn_func(t, t, t, 0.0, stage=stage)
     with pytest.raises(TypeError, match="torch.bfloat16 or torch.float16"):
         fx.flash_attn_func(t.float(), t.float(), t.float(), stage=stage)
     with pytest.raises(TypeError, match="not a CUDA device"):
