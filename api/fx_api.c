@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -220,6 +221,52 @@ static int check_tensor(const char *prefix, const char *name, const void *ptr,
     return FX_API_OK;
 }
 
+/* The sizes of a tensor's three strided dimensions (batch, rows, heads) and its columns. */
+typedef struct extent {
+    int64_t batch, rows, heads, cols;
+} extent;
+
+static extent extent_of(const fx_problem *p, bool q_side, bool v_cols)
+{
+    const int64_t rows =
+        p->varlen ? (q_side ? p->total_q : p->total_k) : (q_side ? p->seqlen_q : p->seqlen_k);
+    extent e = {p->varlen ? 1 : p->batch, rows, q_side ? p->heads_q : p->heads_kv,
+                v_cols ? fx_head_dim_v(p) : p->head_dim};
+    return e;
+}
+
+/* What check_tensor cannot see without the sizes: a stride of 0 over more than one element
+ * (an expanded tensor: every row read, and in a backward written, at one place), and an
+ * element offset past the 32-bit index that the stages' address arithmetic uses (the
+ * harness's limit on a tensor's elements, DESIGN.md; a large stride reaches it with few). */
+static int check_extent(const char *prefix, const char *name, const fx_api_layout *l, extent e,
+                        char *msg, size_t msg_len)
+{
+    const char *names[3] = {"batch_stride", "row_stride", "head_stride"};
+    const int64_t strides[3] = {l->batch_stride, l->row_stride, l->head_stride};
+    const int64_t sizes[3] = {e.batch, e.rows, e.heads};
+    int64_t last = e.cols - 1;
+    for (int i = 0; i < 3; ++i) {
+        if (strides[i] == 0 && sizes[i] > 1) {
+            set_msg(msg, msg_len, prefix,
+                    "%s's %s is 0 over %lld elements (an expanded tensor): the stages take "
+                    "each one in memory of its own",
+                    name, names[i], (long long)sizes[i]);
+            return FX_API_USAGE;
+        }
+        if (sizes[i] > 0)
+            last += (sizes[i] - 1) * strides[i];
+    }
+    if (last > INT32_MAX) {
+        set_msg(msg, msg_len, prefix,
+                "%s's last element is at offset %lld, past the stages' 32-bit index "
+                "(%d): its strides are too large",
+                name, (long long)last, INT32_MAX);
+        return FX_API_USAGE;
+    }
+    return FX_API_OK;
+}
+
 static fx_layout to_layout(fx_api_layout l)
 {
     fx_layout r = {l.batch_stride, l.row_stride, l.head_stride};
@@ -318,7 +365,11 @@ int fx_api_forward(const char *stage, const fx_api_problem *ap, const fx_api_fwd
         (rc = check_tensor(prefix, "K", a->k, &a->k_layout, esize, msg, msg_len)) ||
         (rc = check_tensor(prefix, "V", a->v, &a->v_layout, esize, msg, msg_len)) ||
         (rc = check_tensor(prefix, "O", a->o, &a->o_layout, esize, msg, msg_len)) ||
-        (rc = check_tensor(prefix, "LSE", a->lse, NULL, esize, msg, msg_len)))
+        (rc = check_tensor(prefix, "LSE", a->lse, NULL, esize, msg, msg_len)) ||
+        (rc = check_extent(prefix, "Q", &a->q_layout, extent_of(&p, true, false), msg, msg_len)) ||
+        (rc = check_extent(prefix, "K", &a->k_layout, extent_of(&p, false, false), msg, msg_len)) ||
+        (rc = check_extent(prefix, "V", &a->v_layout, extent_of(&p, false, true), msg, msg_len)) ||
+        (rc = check_extent(prefix, "O", &a->o_layout, extent_of(&p, true, true), msg, msg_len)))
         return rc;
     if (p.varlen && (!a->cu_seqlens_q || !a->cu_seqlens_k || (p.seqused_k && !a->seqused_k))) {
         set_msg(msg, msg_len, prefix,
@@ -383,7 +434,11 @@ int fx_api_backward(const char *stage, const fx_api_problem *ap, const fx_api_bw
         (rc = check_tensor(prefix, "dQ", a->dq, &a->q_layout, esize, msg, msg_len)) ||
         (rc = check_tensor(prefix, "dK", a->dk, &a->k_layout, esize, msg, msg_len)) ||
         (rc = check_tensor(prefix, "dV", a->dv, &a->v_layout, esize, msg, msg_len)) ||
-        (rc = check_tensor(prefix, "LSE", a->lse, NULL, esize, msg, msg_len)))
+        (rc = check_tensor(prefix, "LSE", a->lse, NULL, esize, msg, msg_len)) ||
+        (rc = check_extent(prefix, "Q", &a->q_layout, extent_of(&p, true, false), msg, msg_len)) ||
+        (rc = check_extent(prefix, "K", &a->k_layout, extent_of(&p, false, false), msg, msg_len)) ||
+        (rc = check_extent(prefix, "V", &a->v_layout, extent_of(&p, false, true), msg, msg_len)) ||
+        (rc = check_extent(prefix, "O", &a->o_layout, extent_of(&p, true, true), msg, msg_len)))
         return rc;
     if ((rc = device_ready(s, prefix, msg, msg_len)) != FX_API_OK)
         return rc;

@@ -178,11 +178,13 @@ int fx_api_workspace_bytes(const char *stage, const fx_api_problem *p, int backw
 /* Enqueues the stage's forward on a->stream: O and LSE from Q, K, V. Checks first, each a
  * refusal before anything runs: p as fx_api_check; a NULL buffer; a base address not
  * 16-byte aligned or a stride (batch, row, head) negative or not a multiple of 16 bytes
- * (every stage reads rows as 16-byte vectors, the Hopper stages through TMA);
- * then the current device as the program does (FX_API_NO_GPU with
- * "stage_<id>: no usable GPU: no CUDA device" and the like). Returns FX_API_OK once the
- * kernels are enqueued (the call does not synchronize, except where it allocates a
- * workspace: cudaMallocAsync); FX_API_ERROR with the CUDA error of the launch. */
+ * (every stage reads rows as 16-byte vectors, the Hopper stages through TMA); a stride
+ * of 0 over more than one element (an expanded tensor), or strides that put an element
+ * past offset 2^31 - 1 (the stages index in 32 bits); then the current device as the
+ * program does (FX_API_NO_GPU with "stage_<id>: no usable GPU: no CUDA device" and the
+ * like). Returns FX_API_OK once the kernels are enqueued (the call does not synchronize,
+ * except where it allocates a workspace: cudaMallocAsync); FX_API_ERROR with the CUDA
+ * error of the launch. */
 int fx_api_forward(const char *stage, const fx_api_problem *p, const fx_api_fwd_args *a, char *msg,
                    size_t msg_len);
 

@@ -415,6 +415,8 @@ def flash_attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=Fals
                          "head_dim_v], lse [batch, heads_q, seqlen_q]")
     if lse.dtype != torch.float32 or not lse.is_contiguous():
         raise TypeError("flash_explorer: lse must be contiguous torch.float32")
+    if lse.device != q.device:
+        raise TypeError(f"flash_explorer: lse is on {lse.device}, q on {q.device}")
     like = lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
     if dout.stride() != out.stride():
         dout = like(out).copy_(dout)  # the C API gives dO O's layout

@@ -129,6 +129,28 @@ START_TEST(caps_are_the_descriptors)
 }
 END_TEST
 
+/* Strides the sizes make impossible: 0 over many rows, and a last element past 2^31 - 1. */
+START_TEST(forward_refuses_expanded_and_huge_strides)
+{
+    fx_api_problem p = small_problem(64);
+    fx_api_fwd_args a = fake_fwd_args(&p);
+    char msg[512];
+    a.k_layout.row_stride = 0;
+    ck_assert_int_eq(fx_api_forward("03_flash2", &p, &a, msg, sizeof msg), FX_API_USAGE);
+    ck_assert_str_eq(msg, "stage_03_flash2: K's row_stride is 0 over 128 elements (an "
+                          "expanded tensor): the stages take each one in memory of its own");
+    a = fake_fwd_args(&p);
+    a.q_layout.row_stride = (int64_t)1 << 25; /* 127 rows of it pass 2^31 */
+    ck_assert_int_eq(fx_api_forward("03_flash2", &p, &a, msg, sizeof msg), FX_API_USAGE);
+    ck_assert_msg(strstr(msg, "Q's last element is at offset") != NULL, "%s", msg);
+    p.heads_kv = 1; /* one head: a head stride of 0 is no expansion */
+    a = fake_fwd_args(&p);
+    a.k_layout.head_stride = a.v_layout.head_stride = 0;
+    p.heads_q = 2;
+    ck_assert_int_ne(fx_api_forward("03_flash2", &p, &a, msg, sizeof msg), FX_API_USAGE);
+}
+END_TEST
+
 START_TEST(head_dim_v_is_the_caps_pairs)
 {
     fx_api_problem p = small_problem(192);
@@ -318,6 +340,7 @@ int main(void)
     tcase_add_test(tc, lists_the_nine_stages_in_reading_order);
     tcase_add_loop_test(tc, caps_are_the_descriptors, 0, N_EXPECTED);
     tcase_add_test(tc, head_dim_v_is_the_caps_pairs);
+    tcase_add_test(tc, forward_refuses_expanded_and_huge_strides);
     tcase_add_test(tc, unknown_stage_is_refused_with_the_list);
     tcase_add_test(tc, a_problem_inside_the_caps_passes);
     tcase_add_test(tc, bad_head_dim_is_the_programs_message);
