@@ -335,6 +335,13 @@ static cudaError_t bench_direction(const fx_ctx *c, const fx_problem *p, fx_run 
 
 /* ---- one case ------------------------------------------------------------------------ */
 
+/* --load: the inputs are the folder's, whatever seed and distribution its problem.txt names
+ * (those describe how they were drawn, where they were). */
+static void print_loaded(const char *dir, bool backward)
+{
+    printf("  inputs: loaded from %s (q.bin, k.bin, v.bin%s)\n", dir, backward ? ", dout.bin" : "");
+}
+
 int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_result *res)
 {
     fx_problem pb = *p0;
@@ -353,19 +360,23 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
     fx_problem_format(p, line, sizeof line);
     if (verbose)
         printf("%s %s%s: %s\n", c->self->id, "fwd", backward ? "+bwd" : "", line);
+    if (verbose && c->opt.load)
+        print_loaded(c->opt.load, backward);
 
     /* The checks read the inputs on the host; a run that only times draws them on the
      * device (the same numbers: fx_draw.h), which saves the host's drawing of every
      * element (about half a second at the sweep's sizes). */
     fx_case_host h = {0};
-    if (c->opt.check)
+    if (c->opt.load)
+        h = c->loaded; /* the context's: not freed here */
+    else if (c->opt.check)
         fx_host_make(p, backward, &h);
     fx_inputs in;
     fx_run st = {0}, pv = {0}, pvb = {0}; /* the stage, its previous stage fwd and bwd */
     int rc = FX_EXIT_FAIL;
     bool pass = true, csv_ok = true; /* csv_ok: every --csv row was written */
     cudaError_t err = fx_inputs_make(p, &h, backward, &in);
-    if (err == cudaSuccess && c->opt.check) {
+    if (err == cudaSuccess && c->opt.check && !c->opt.load) {
         /* What a timing-only run would have drawn on the device must be what is checked;
          * compared before the stage allocates anything, so the comparison's buffer fits
          * wherever the inputs do. */
@@ -426,7 +437,8 @@ out:
     fx_run_free(&pv);
     fx_run_free(&pvb);
     fx_inputs_free(&in);
-    fx_host_free(&h);
+    if (!c->opt.load)
+        fx_host_free(&h);
     /* A sticky error (an illegal address) poisons the context: report it as a failure. */
     err = cudaGetLastError();
     if (err != cudaSuccess) {
@@ -460,8 +472,13 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
     }
     fx_problem_format(p, line, sizeof line);
     printf("%s cpu model %s%s: %s\n", s->id, "fwd", backward ? "+bwd" : "", line);
+    if (c->opt.load)
+        print_loaded(c->opt.load, backward);
     fx_case_host h;
-    fx_host_make(p, backward, &h);
+    if (c->opt.load)
+        h = c->loaded; /* the context's: not freed here */
+    else
+        fx_host_make(p, backward, &h);
     size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
     fx_outputs st = {0};
     st.o_h = fx_xmalloc(fx_numel_o(p) * sizeof(float));
@@ -500,12 +517,15 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
     }
     if (c->opt.digest)
         fx_print_digest(p, &st, backward);
+    if (c->opt.save && fx_save_case(c->opt.save, s->id, p, &h, &st, backward) != 0)
+        pass = false; /* the file was named */
     printf("  %s\n", pass ? "PASS" : "FAIL");
     free(st.o_h);
     free(st.lse_h);
     free(st.dq_h);
     free(st.dk_h);
     free(st.dv_h);
-    fx_host_free(&h);
+    if (!c->opt.load)
+        fx_host_free(&h);
     return pass ? FX_EXIT_OK : FX_EXIT_FAIL;
 }

@@ -10,6 +10,7 @@
 #include "fx_gpu.h"
 #include "fx_options.h"
 #include "fx_problem.h"
+#include "fx_run.h" /* fx_case_host */
 #include "fx_stage.h"
 
 #ifdef __cplusplus
@@ -24,6 +25,7 @@ typedef struct fx_ctx {
     const fx_stage *self;
     fx_options opt;
     fx_device_info dev;
+    fx_case_host loaded; /* --load: the inputs read from its folder (fx_load_case) */
 } fx_ctx;
 
 /* What a case found, for the matrix's line and the CSV: max-abs errors (-1 where not

@@ -15,6 +15,7 @@
 #include "fx_case.h"
 #include "fx_csv.h"
 #include "fx_host.h" /* fx_fresh_seed */
+#include "fx_load.h"
 #include "fx_matrix.h"
 #include "fx_msg.h"
 #include "fx_save.h"
@@ -89,6 +90,31 @@ static int main_gpu(fx_ctx *c)
     return worst;
 }
 
+/* The GPU path after the options: the CSV file, the capabilities, then the device. */
+static int main_checked(fx_ctx *c)
+{
+    char why[512];
+    /* Rows must not be lost after minutes of timing: the CSV file must open now, and a
+     * path that cannot is a usage error whatever the GPU. */
+    if (c->opt.csv && fx_csv_check_writable(c->opt.csv, why, sizeof why) != 0) {
+        fx_error("%s", why);
+        return FX_EXIT_USAGE;
+    }
+    /* A problem outside the capabilities is a usage error even without a GPU; one this
+     * GPU lacks the resources for is a skip, as for no GPU at all. For --matrix the problem
+     * is the default one (the options refuse any other): what it checks then is the
+     * stage's own settings (FX_ABLATION, say), before any case runs. */
+    const int supported =
+        fx_stage_supports(c->self, &c->opt.problem, c->opt.backward, why, sizeof why);
+    if (supported == FX_EXIT_NO_GPU)
+        return no_gpu(why);
+    if (supported != 0) {
+        fx_error("%s", why);
+        return FX_EXIT_USAGE;
+    }
+    return main_gpu(c);
+}
+
 int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
 {
     fx_ctx c;
@@ -111,33 +137,21 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         fx_usage(&c, stdout);
         return FX_EXIT_OK;
     }
-    /* --save writes the checked run's host inputs: a run that only times has none. */
-    if ((!c.opt.check && !c.opt.bench && !c.opt.matrix) || c.opt.save)
+    /* --save writes the checked run's host inputs, and --load's inputs are on the host:
+     * a run that only times has neither. */
+    if ((!c.opt.check && !c.opt.bench && !c.opt.matrix) || c.opt.save || c.opt.load)
         c.opt.check = true;
-    if (c.opt.cpu)
-        return main_cpu(&c);
-
-    /* Rows must not be lost after minutes of timing: the CSV file must open now, and a
-     * path that cannot is a usage error whatever the GPU. */
-    if (c.opt.csv && fx_csv_check_writable(c.opt.csv, why, sizeof why) != 0) {
-        fx_error("%s", why);
-        return FX_EXIT_USAGE;
-    }
     if (c.opt.save && fx_save_prepare(c.opt.save, why, sizeof why) != 0) {
         fx_error("%s", why);
         return FX_EXIT_USAGE;
     }
-    /* A problem outside the capabilities is a usage error even without a GPU; one this
-     * GPU lacks the resources for is a skip, as for no GPU at all. For --matrix the problem
-     * is the default one (the options refuse any other): what it checks then is the
-     * stage's own settings (FX_ABLATION, say), before any case runs. */
-    const int supported =
-        fx_stage_supports(c.self, &c.opt.problem, c.opt.backward, why, sizeof why);
-    if (supported == FX_EXIT_NO_GPU)
-        return no_gpu(why);
-    if (supported != 0) {
+    /* Bad input files are usage errors, decided before the device is opened. */
+    if (c.opt.load &&
+        fx_load_case(c.opt.load, &c.opt.problem, c.opt.backward, &c.loaded, why, sizeof why)) {
         fx_error("%s", why);
         return FX_EXIT_USAGE;
     }
-    return main_gpu(&c);
+    const int rc = c.opt.cpu ? main_cpu(&c) : main_checked(&c);
+    fx_host_free(&c.loaded);
+    return rc;
 }

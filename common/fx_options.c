@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fx_host.h" /* fx_dtype_max, fx_dist_qk_sigma */
+#include "fx_load.h"
 
 /* Upper bounds of the mode options (docs/harness.md lists them): far above any useful
  * run, low enough that a typo (an extra digit or two) is refused instead of running
@@ -111,6 +112,11 @@ static const fx_option_spec table[] = {
            "write the case's inputs (dtype bits) and the stage's outputs (fp32)\n"
            "to the folder DIR, made if missing, with problem.txt: another program\n"
            "can then compare its results with the stage's bit for bit (implies --check)",
+           "")},
+    {VALUE("--load", FX_OPT_FILE, "DIR", FIELD(load), FX_OPT_MODE,
+           "run on the inputs in the folder DIR instead of drawn ones: the problem\n"
+           "from DIR/problem.txt, Q, K, V (and dO with --bwd) from its .bin files,\n"
+           "as --save writes them (docs/harness.md, \"--load\"; implies --check)",
            "")},
     {FLAG("--matrix", NULL, FIELD(matrix), FX_OPT_MODE,
           "the GPU test matrix generated from the capabilities")},
@@ -341,6 +347,16 @@ static int set_value(const fx_option_spec *s, const char *val, fx_options *o, ch
     return FX_EXIT_USAGE;
 }
 
+int fx_option_set(const char *name, const char *val, fx_options *o, char *why, size_t why_len)
+{
+    const fx_option_spec *s = fx_option_find(name);
+    if (!s || s->kind == FX_OPT_FLAG) {
+        snprintf(why, why_len, "%s: not an option that takes a value", name);
+        return FX_EXIT_USAGE;
+    }
+    return set_value(s, val, o, why, why_len);
+}
+
 /* X·FX_QK_SCALE_SIGMAS·sigma must stay below the dtype's largest finite value. */
 static int check_qk_scale(const fx_problem *p, char *why, size_t why_len)
 {
@@ -516,6 +532,7 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
 {
     const fx_problem defaults = o->problem; /* as the caller set it: fx_options_default */
     sizes_given given = {false, false, false};
+    const char *problem_option = NULL; /* the first problem option given, for --load */
     why[0] = '\0';
     for (int a = 1; a < argc; ++a) {
         const char *opt = argv[a];
@@ -524,6 +541,8 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
             snprintf(why, why_len, "%s: unknown option (see --help)", opt);
             return FX_EXIT_USAGE;
         }
+        if (s->group == FX_OPT_PROBLEM && !problem_option)
+            problem_option = s->name;
         if (s->kind == FX_OPT_FLAG) {
             *AT(bool, o, s->field) = true;
             continue;
@@ -548,10 +567,21 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                  "--repeat and --csv need the GPU");
         return FX_EXIT_USAGE;
     }
-    if (o->save && (o->matrix || o->fuzz > 0 || o->cpu)) {
+    if (o->save && (o->matrix || o->fuzz > 0)) {
+        snprintf(why, why_len, "--save writes one case: --matrix and --fuzz run other cases");
+        return FX_EXIT_USAGE;
+    }
+    if (o->load && problem_option) {
         snprintf(why, why_len,
-                 "--save writes one case that ran on the GPU: --matrix, --fuzz and --cpu "
-                 "run other cases");
+                 "--load takes the problem from its folder's problem.txt: leave out %s",
+                 problem_option);
+        return FX_EXIT_USAGE;
+    }
+    if (o->load && (o->matrix || o->fuzz > 0 || o->csv)) {
+        snprintf(why, why_len,
+                 "--load runs the one case in its folder: --matrix and --fuzz run other "
+                 "cases, and --csv rows name a drawn problem's seed and distribution, which "
+                 "loaded inputs do not have");
         return FX_EXIT_USAGE;
     }
     /* The timing options shape only what --bench times: elsewhere they would do nothing. */
@@ -571,6 +601,23 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
                  "backward where the stage has one): it takes no --bench, --csv, --repeat, "
                  "--fuzz, --bwd or problem options");
         return FX_EXIT_USAGE;
+    }
+    if (o->load) {
+        /* The file gives every size: the varlen lengths are checked against them. */
+        int rc = fx_load_problem(o->load, o, why, why_len);
+        if (rc != 0)
+            return rc;
+        given = (sizes_given){true, true, true};
+        rc = make_varlen(o, given, why, why_len);
+        /* The logit bound is the loaded data's (fx_load_case), not a distribution's. */
+        if (rc == 0)
+            rc = fx_problem_validate(&o->problem, why, why_len);
+        if (rc != 0) { /* the messages name the options the file's keys stand for */
+            char inner[512];
+            snprintf(inner, sizeof inner, "%s", why);
+            snprintf(why, why_len, "--load: %s/problem.txt: %s", o->load, inner);
+        }
+        return rc;
     }
     int rc = make_varlen(o, given, why, why_len);
     if (rc != 0)

@@ -2,7 +2,7 @@
  * fx_options.h — the command line of every stage program, defined by one table.
  *
  *   stage_NN [problem options] [--check] [--bench] [--bwd] [--matrix] [--repeat N]
- *            [--fuzz N] [--cpu] [--csv FILE] [--save DIR] [--help]
+ *            [--fuzz N] [--cpu] [--csv FILE] [--save DIR] [--load DIR] [--help]
  *
  * Each option is one row of fx_option_table (fx_options.c): its name, the kind of value
  * it takes, the range, the fields it sets and its help text. The parser and --help
@@ -53,6 +53,7 @@ typedef struct fx_options {
     int ref_slices;    /* (batch, head) slices the reference samples on large problems */
     const char *csv;   /* append result rows to this file */
     const char *save;  /* --save DIR: write the case's inputs and outputs there (fx_save.h) */
+    const char *load;  /* --load DIR: the problem and inputs from there (fx_load.h) */
     /* --seqlens-q, --seqlens-k, --seqused-k: per-sequence lengths, n_* of each (0: not
      * given). fx_options_parse makes the problem a variable-length batch from them; its
      * cu_seqlens_q/k and seqused_k then point into cu_seqlens_q/k and seqused_k here, so
@@ -81,7 +82,9 @@ void fx_options_default(fx_options *o);
  * with another count, a --seqused-k above its sequence's --seqlens-k, a length above an
  * explicit --seqlen-q or --seqlen-k (FA's max_seqlen), a --batch that is not the count,
  * lengths that sum past the 32-bit index limit, a batch without any query row or any
- * key attended, and --matrix. With --help only each option's own value is checked. */
+ * key attended, and --matrix. --load DIR reads the problem from DIR/problem.txt
+ * (fx_load_problem: its refusals there) and refuses problem options, --matrix, --fuzz and
+ * --csv beside it. With --help only each option's own value is checked. */
 int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why_len);
 
 /* ---- the table ------------------------------------------------------------------- */
@@ -120,6 +123,10 @@ typedef struct fx_option_spec {
 
 /* The table, in --help order; *count gets its length. */
 const fx_option_spec *fx_option_table(size_t *count);
+
+/* Sets option `name` (one that takes a value) from `val` as the command line would: the
+ * same range checks and messages. fx_load reads problem.txt through it. 0, or 2 with why. */
+int fx_option_set(const char *name, const char *val, fx_options *o, char *why, size_t why_len);
 
 /* The table's row for `name` (its name or alias), or NULL. */
 const fx_option_spec *fx_option_find(const char *name);
