@@ -222,11 +222,14 @@ template <class Cfg, int kRows>
 __device__ __forceinline__ void load_tile(uint32_t smem_tile, const CUtensorMap *map, uint32_t bar,
                                           int row0, int head, int batch)
 {
+    /* ASSIGNMENT(tma_load): request the tile by TMA, one fx_tma_load_4d per 64-column slab
+     * (slab s lands kSlabBytes after slab s − 1), each completing its bytes on `bar`. */
     constexpr uint32_t kSlabBytes = kRows * Cfg::kSmemRowBytes;
 #pragma unroll
     for (int slab = 0; slab < Cfg::kSlabs; ++slab)
         fx_tma_load_4d(smem_tile + slab * kSlabBytes, map, bar, slab * kSwizzleRowElems, head, row0,
                        batch);
+    /* END ASSIGNMENT */
 }
 
 /* ---------------------------------------------------------------------------------
@@ -655,6 +658,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         // block. Measured, that was no uniform win for the extra protocol (docs/04, "The
         // mbarrier protocol"); it pays once the producer is a warp of its own (stage 06).
         __syncthreads();
+        /* ASSIGNMENT(kv_ring): refill the stage that block n_block + 1 used with block
+         * n_block − (kStages − 1) (announce its bytes with expect_tx first), then wait until
+         * block n_block has landed in stage `stage` (parity `phase`). */
         if (producer && n_block >= kStages - 1) {
             const int next = n_block - (kStages - 1);                 // kStages − 1 blocks ahead
             const int refill = stage == 0 ? kStages - 1 : stage - 1;  // block n_block + 1's
@@ -667,6 +673,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         }
         // Block n_block has landed: the try_wait's acquire makes the TMA's bytes visible.
         fx_mbarrier_wait_named(kv_full0 + stage * kBarrierBytes, phase, "kv_full", stage);
+        /* END ASSIGNMENT */
         const uint32_t sK = sK0 + stage * kStageBytes, sV = sV0 + stage * kStageBytes;
         if (n_block >= n_block_unmasked)
             attention_block<Cfg, Element, kCausal, true>(acc_o, row_max, row_sum, sQ, sK, sV,
@@ -676,10 +683,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
             attention_block<Cfg, Element, kCausal, false>(acc_o, row_max, row_sum, sQ, sK, sV,
                                                           n_block, m_block, p.seqlen_q, p.seqlen_k,
                                                           p.scale_log2);
+        /* ASSIGNMENT(kv_ring): advance to the next stage of the ring; when it wraps, every
+         * stage's barrier is in its next phase. */
         if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
         }
+        /* END ASSIGNMENT */
     }
 
     // ---- Epilogue: ℓ over the row, O /= ℓ once (FA2 Algorithm 1, line 12), LSE ----

@@ -125,25 +125,36 @@ static_assert(ConfigD64::kNumConsumers <= 3 && ConfigD128::kNumConsumers <= 3 &&
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
 {
+    /* ASSIGNMENT(descriptors): the K-major descriptor of k16 slice kk of this consumer's 64
+     * rows of Q (the layout is drawn above; fx_wgmma_desc_k_sw128 encodes it).
+     * stub: return 0; */
     const uint32_t addr =
         sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes +
                         (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
     return fx_wgmma_desc_k_sw128(addr);
+    /* END ASSIGNMENT */
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
+    /* ASSIGNMENT(descriptors): the K-major descriptor of k16 slice kk of the K tile.
+     * stub: return 0; */
     const uint32_t addr =
         sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
     return fx_wgmma_desc_k_sw128(addr);
+    /* END ASSIGNMENT */
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
 {
+    /* ASSIGNMENT(descriptors): the MN-major descriptor of k16 slice kk (keys 16kk..16kk+15)
+     * of the V tile, with the slab stride as LBO (fx_wgmma_desc_mn_sw128).
+     * stub: return 0; */
     return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
                                   (uint32_t)Cfg::kSlabKVBytes);
+    /* END ASSIGNMENT */
 }
 /* END UNIT */
 
@@ -418,11 +429,14 @@ template <class Cfg, class Element>
 __device__ __forceinline__ void issue_s(float (&acc_s)[Cfg::kAccS], uint32_t sQ, uint32_t sK,
                                         int consumer)
 {
+    /* ASSIGNMENT(ss_gemm): S = Q·Kᵀ as head_dim/16 SS wgmmas (Wgmma<...>::ss_k_major), the
+     * first overwriting acc_s, the rest accumulating; then one commit group. */
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / kWgmmaK; ++kk)
         Wgmma<Element, Cfg::kBlockN>::ss_k_major(acc_s, desc_q<Cfg>(sQ, consumer, kk),
                                                  desc_k<Cfg>(sK, kk), kk > 0);
     fx_wgmma_commit();
+    /* END ASSIGNMENT */
 }
 
 /* Issues O += P·V: kBlockN/16 RS wgmmas reading the P fragments, one commit group. The
@@ -432,10 +446,14 @@ template <class Cfg, class Element>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
                                          const uint32_t (&p_frag)[Cfg::kPFrags][4], uint32_t sV)
 {
+    /* ASSIGNMENT(rs_gemm): O += P·V as kBlockN/16 RS wgmmas, A = the P fragments in
+     * registers, B = V through its MN-major descriptor (Wgmma<...>::rs_b_mn_major); then one
+     * commit group. */
 #pragma unroll
     for (int kk = 0; kk < Cfg::kPFrags; ++kk)
         Wgmma<Element, Cfg::kHeadDim>::rs_b_mn_major(acc_o, p_frag[kk], desc_v<Cfg>(sV, kk), true);
     fx_wgmma_commit();
+    /* END ASSIGNMENT */
 }
 
 /* P (fp32, in acc_s) to the 16-bit A fragments of the PV wgmma (layout drawn above). */

@@ -576,6 +576,9 @@ __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<
                                               int n_block_max, int m_block, int head, int head_kv,
                                               int batch)
 {
+    /* ASSIGNMENT(producer): Q once, then K and V of every block in the consumers' order
+     * (n_block_max − 1 down to 0) into the ring's next stage: load_kv waits for the stage to
+     * be released from the second round on; advance moves the write state. */
     load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM, head,
                    m_block * Cfg::kBlockM, batch);
     PipelineState write = {0, 0};
@@ -583,6 +586,7 @@ __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<
         load_kv<Cfg>(p, smem, write, it >= Cfg::kStages, n_block_max - 1 - it, head_kv, batch);
         advance<Cfg::kStages>(write);
     }
+    /* END ASSIGNMENT */
 }
 
 /* UNIT(epilogue) */
@@ -710,6 +714,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
     }
     __syncthreads();
 
+    /* ASSIGNMENT(specialize): warpgroup 0 gives registers back (setmaxnreg.dec to
+     * kProducerRegs), one elected thread of its first warp runs producer_loop, and it leaves;
+     * the consumer warpgroups take the registers (setmaxnreg.inc to kConsumerRegs). */
     // ---- Producer warpgroup ----
     if (warpgroup == 0) {
         fx_setmaxnreg_dec<Cfg::kProducerRegs>();
@@ -720,6 +727,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
 
     // ---- Consumer warpgroups ----
     fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
+    /* END ASSIGNMENT */
     const ConsumerCtx c = make_consumer_ctx<Cfg>(p, warpgroup - 1, warp_in_wg, lane);
     float acc_o[Cfg::kAccO];
 #pragma unroll

@@ -529,13 +529,19 @@ __device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState 
 template <class Cfg>
 __device__ __forceinline__ void take_turn(const ConsumerCtx &c)
 {
+    /* ASSIGNMENT(turns): wait for this consumer's turn: bar.sync on its own turn barrier
+     * (fx_named_barrier_sync), which kTurnThreads threads complete. */
     fx_named_barrier_sync(kBarrierTurn + (uint32_t)c.consumer, kTurnThreads);
+    /* END ASSIGNMENT */
 }
 template <class Cfg>
 __device__ __forceinline__ void pass_turn(const ConsumerCtx &c)
 {
+    /* ASSIGNMENT(turns): hand the turn to the next consumer (mod kNumConsumers) without
+     * waiting: bar.arrive on its turn barrier (fx_named_barrier_arrive). */
     fx_named_barrier_arrive(kBarrierTurn + (uint32_t)((c.consumer + 1) % Cfg::kNumConsumers),
                             kTurnThreads);
+    /* END ASSIGNMENT */
 }
 
 /*

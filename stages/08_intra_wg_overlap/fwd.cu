@@ -578,6 +578,10 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
         pass_turn<Cfg, kPingpong>(c);
 
     if (kOverlap && kS && kPV) {
+        /* ASSIGNMENT(overlap): with S_j and PV_{j-1} both issued, wait for S_j alone
+         * (wgmma.wait_group 1), release K, mask, and run the softmax's max and exponentials
+         * while PV_{j-1} still runs; only then wait for PV_{j-1}, release V, rescale O and
+         * pack P for the next turn. Mind that wgmma.wait_group is .aligned. */
         fx_wgmma_wait<1>();  // the S group (committed first) is done; PV may still run
         fx_wgmma_fence_operand(acc_s);
         if (c.lane == 0)
@@ -609,6 +613,7 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, SharedStorag
             pack_p<Cfg, Element>(acc_s, p_frag);
         }
         return;
+        /* END ASSIGNMENT */
     }
     fx_wgmma_wait<0>();  // both groups: S_j and PV_{j-1}
     fx_wgmma_fence_operand(acc_s);

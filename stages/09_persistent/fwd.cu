@@ -407,6 +407,10 @@ __device__ __forceinline__ int num_tiles(const SchedParams &s)
 /* The tile at position idx (0 <= idx < num_tiles) of the order above, fixed-length batch. */
 __device__ __forceinline__ Tile tile_at_fixed(const FwdParams &p, const SchedParams &s, int idx)
 {
+    /* ASSIGNMENT(scheduler): the tile at position idx of the order drawn above: sections of
+     * s.section (batch, head) pairs, and in a section the Q blocks last to first, the
+     * section's pairs side by side at each (the last section may hold fewer pairs).
+     * stub: return Tile{}; */
     const int per_section = s.section * s.num_m_blocks;
     const int sec = idx / per_section;
     const int in_sec = idx - sec * per_section;
@@ -423,6 +427,7 @@ __device__ __forceinline__ Tile tile_at_fixed(const FwdParams &p, const SchedPar
     t.seqlen_q = p.seqlen_q;
     t.seqlen_k = p.seqlen_k;
     return t;
+    /* END ASSIGNMENT */
 }
 
 /*
@@ -520,9 +525,14 @@ __global__ void varlen_prepare_kernel(const int *cu_seqlens_q, int batch, int he
  * loop: with its 24 registers ptxas kept it in local memory there. */
 __device__ __forceinline__ int next_tile(const SchedParams &s, int idx)
 {
+    /* ASSIGNMENT(scheduler): the position after idx: with a counter (dynamic), the grid size
+     * plus the counter's next value, so a CTA done early takes the next untaken tile; without
+     * one (static), idx plus the grid size.
+     * stub: return idx; */
     int grid;
     asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
     return s.counter ? grid + atomicAdd(s.counter, 1) : idx + grid;
+    /* END ASSIGNMENT */
 }
 
 /* The hand-off ring of tile positions (SharedStorage::tile_idx). `n` counts the hand-offs
