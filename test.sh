@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — build everything and run every test: unit (Check, CPU), ptx (PTX and ptxas
-# reports, CPU) and gpu (each stage's --matrix; exit 77 without a GPU is a skip).
+# reports, CPU), course (the course kit's assignments and grader, CPU: docs/course.md) and
+# gpu (each stage's --matrix; exit 77 without a GPU is a skip).
 #
 #   ./test.sh
 #   FX_CUDA_ARCHS=all ./test.sh    build the portable stages for every architecture (the
@@ -34,7 +35,7 @@ set -e
 echo
 echo "build: ${build_seconds} s (cmake --build build -j$(nproc))"
 gpu_skipped=0
-for label in unit ptx gpu; do
+for label in unit ptx course gpu; do
     counts=$(ctest --test-dir build -N -L "^${label}\$" | awk -v label="$label" '
         FNR == NR { if ($1 == "Test" && $2 ~ /^#/) want[$3] = 1; next }
         / Test +#[0-9]+: / {
