@@ -5,7 +5,9 @@
 # DIR (default: the current folder) is a copy of flash-explorer, as make_assignment.sh wrote
 # it. What is graded, in order (points of 100):
 #
-#   build      10  DIR's stage NN and its PTX build (cmake, into DIR/build-grade)
+#   build      10  DIR's stage NN and its PTX build (cmake, into DIR/build-grade): DIR's
+#                  stages/NN folder, put into a fresh copy of THIS repository (DIR's harness,
+#                  reference and other stages are not used)
 #   ptx        20  THIS repository's ptx test (tests/ptx/check_ptxas.sh and NN's .expect,
 #                  not DIR's) on DIR's PTX and ptxas report: the taught instructions are
 #                  there, the forbidden ones are not, nothing spills, wgmma not serialized
@@ -139,7 +141,15 @@ run_timed() {  # timeout_s log command... -> the command's exit status (124: tim
 first_line() { grep -m1 -E "$2" "$1" | cut -c1-160; }
 
 echo "grade.sh: stage $id, tree $label"
-commit=$(git -C "$label" rev-parse --short HEAD 2> /dev/null || echo none)
+# The tree's commit where it is a git clone of its own (not a folder inside another clone).
+commit=none
+if [[ -n $tree && -d $tree ]] && top=$(git -C "$tree" rev-parse --show-toplevel 2> /dev/null) &&
+    [[ $(cd "$top" && pwd -P) == "$(cd "$tree" && pwd -P)" ]]; then
+    commit=$(git -C "$tree" describe --always --dirty 2> /dev/null || echo none)
+fi
+if [[ -n $json ]]; then
+    { : > "$json"; } 2> /dev/null || die "--json $json: cannot write it"
+fi
 
 # ---- build --------------------------------------------------------------------------------
 built=0
@@ -156,13 +166,22 @@ else
     : > "$log"
     t0=$SECONDS
     archs=${FX_CUDA_ARCHS:-90}
+    # What is built: a fresh copy of THIS repository with DIR's stages/<id> folder put in, so
+    # the harness, the reference and the previous stages that check the student's stage are
+    # the course's, whatever DIR's copies of them say. Nothing else of DIR is read.
+    src=$(mktemp -d)
+    trap 'rm -rf "$src"' EXIT
+    rm -rf "$build"
+    "$root/scripts/make_assignment.sh" --solution "$id" "$src/tree" > "$log" 2>&1 &&
+        rm -rf "$src/tree/stages/$id" && cp -R "$tree/stages/$id" "$src/tree/stages/$id" ||
+        die "cannot copy this repository with $tree/stages/$id to $src (see $log)"
     targets=("ptxas_$id")
     case $scope in
         --ptx-only) ;;
         --compile-only) targets+=("fx_stage_$id") ;;
         *) targets+=("stage_$id") ;;
     esac
-    if run_timed 1800 "$log" cmake -S "$tree" -B "$build" -DFX_CUDA_ARCHS="$archs" \
+    if run_timed 1800 "$log" cmake -S "$src/tree" -B "$build" -DFX_CUDA_ARCHS="$archs" \
         -DFX_REQUIRE_CHECK=OFF -DCMAKE_BUILD_TYPE=Release &&
         run_timed 3600 "$log" cmake --build "$build" -j "$jobs" --target "${targets[@]}"; then
         case $scope in
@@ -209,16 +228,18 @@ elif ((built)); then
     else
         record cpu 0 0 fail "CPU model exit $rc (see $log)"
     fi
+else
+    record cpu 0 0 not_graded "not built"
 fi
 
 # ---- The GPU criteria ---------------------------------------------------------------------
 gpu_reason=""
 if ((ptx_only)); then
     gpu_reason=$scope
+elif ((!built)); then
+    gpu_reason="not built"  # a tree that does not build fails what it would have been run on
 elif ((no_gpu)); then
     gpu_reason="--no-gpu"
-elif ((!built)); then
-    gpu_reason="not built"
 fi
 not_graded_gpu() {
     record matrix 0 30 not_graded "$1"
@@ -390,7 +411,7 @@ if [[ -n $json ]]; then
                 "$(esc "${details[$i]}")"
         done
         printf ']}\n'
-    } > "$json"
+    } > "$json" || die "--json $json: cannot write it"
 fi
 ((all_full)) && exit 0
 exit 1

@@ -2,21 +2,23 @@
 # make_assignment.sh [--solution] [--list] NN [DIR] — a course assignment made from stage NN.
 #
 # The regions a student writes are marked in the stage's own sources (docs/course.md,
-# "Marking a region"):
+# "Adding an assignment"):
 #
 #     /* ASSIGNMENT(name): what to implement, in a line or two
 #      * stub: return 0; */          <- optional: code the stub needs after it stops
 #     ... the reference code ...
 #     /* END ASSIGNMENT */
 #
-# This copies the repository (the files git tracks, as they are in the working tree; every
-# file but build folders where there is no git) to DIR (default: ./assignment_<stage>) and
-# replaces each region of stage NN's sources with its spec, kept as a comment, and a stub
+# This copies the repository (the files git tracks, as they are in the working tree, and the
+# untracked ones it does not ignore; every file but build folders where there is no git) to
+# DIR (default: ./assignment_<stage>) and replaces each region of stage NN's sources with its
+# spec, kept as a comment whose marker reads TASK(name), and a stub
 # that compiles and stops any kernel that reaches it: it prints
 #     flash-explorer: ASSIGNMENT(name) of stage NN_... is not written yet
 # and executes trap, so every GPU check of the stage fails loudly, and the instructions the
 # region held are missing from the stage's PTX (the grader's ptx criterion fails without a
-# GPU). The earlier stages, and the later ones, are copied whole. DIR/ASSIGNMENT.md lists the
+# GPU). The earlier stages, and the later ones, are copied whole (the later ones hold this
+# stage's idea too: docs/course.md, "What a student receives"). DIR/ASSIGNMENT.md lists the
 # regions, where they are and how to grade the tree (scripts/grade.sh).
 #
 # --solution  copy the tree with the regions whole (the reference solution, to grade, or to
@@ -28,7 +30,7 @@
 # and line named), or a DIR that exists and is not empty.
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)  # -P: as realpath gives DIR
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2
@@ -95,7 +97,8 @@ if ((list)); then
 fi
 
 (($# >= 1 && $# <= 2)) || usage
-want=$1
+want=${1%%/}  # 04_tma_mbarrier/ is 04_tma_mbarrier
+want=${want##*/}  # so is stages/04_tma_mbarrier
 case $want in
     [0-9][0-9]) matches=("$root"/stages/"$want"_*/) ;;
     [0-9][0-9]_*) matches=("$root/stages/$want/") ;;
@@ -137,6 +140,9 @@ stub_awk='
     /\/\* ASSIGNMENT\(/ {
         name = $0; sub(/.*\/\* ASSIGNMENT\(/, "", name); sub(/\).*/, "", name)
         ind = indent_of($0); spec = ""; stub = ""; in_spec = 1; open = 1
+        # The spec stays, as TASK(name): an ASSIGNMENT marker without its END would make
+        # the tree of the student a malformed one for this script and the course tests.
+        sub(/\/\* ASSIGNMENT\(/, "/* TASK(")
     }
     open && in_spec {
         line = $0
@@ -154,8 +160,8 @@ stub_awk='
         printf "%s/* TODO: write ASSIGNMENT(%s) here; until then a kernel that reaches it " \
                "stops. */\n", ind, name
         printf "%s{\n", ind
-        printf "%s    printf(\"flash-explorer: ASSIGNMENT(%s) of stage %s is not written " \
-               "yet\\n\");\n", ind, name, id
+        printf "%s    printf(\"flash-explorer: ASSIGNMENT(%s) of stage %s\"\n", ind, name, id
+        printf "%s           \" is not written yet\\n\");\n", ind
         printf "%s    __trap();\n", ind
         printf "%s}\n", ind
         if (stub != "") printf "%s%s\n", ind, stub
@@ -169,7 +175,8 @@ manifest=""
 for f in $sources; do
     rel=stages/$id/${f##*/}
     while IFS=$'\t' read -r line name; do
-        spec=$(sed -n "${line},/\*\//p" "$f" | sed 's/^[[:space:]]*\/\* ASSIGNMENT([a-z0-9_]*): *//;
+        spec=$(awk -v l="$line" 'FNR >= l { print; if (/\*\//) exit }' "$f" |
+            sed 's/^[[:space:]]*\/\* ASSIGNMENT([a-z0-9_]*): *//;
             s/^[[:space:]]*\* \{0,1\}//; s/ *\*\/[[:space:]]*$//; /^stub:/d' | tr '\n' ' ')
         manifest+="- \`$name\` in \`$rel\` (line $line of the reference): ${spec% }"$'\n'
     done < <(regions_of "$f")
@@ -184,12 +191,13 @@ kind="assignment"
     echo
     echo "Made by \`scripts/make_assignment.sh$( ((solution)) && echo " --solution") $id\` from"
     echo "commit $(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo unknown)" \
-        "of flash-explorer. The regions to write (each marked ASSIGNMENT in the source):"
+        "of flash-explorer. $( ((solution)) && echo "The regions, written" ||
+            echo "The regions to write") (marked in the source):"
     echo
     printf '%s' "$manifest"
     echo
     echo "Build and check as in the README (\`./run.sh\`, \`./test.sh\`), or have the course's"
-    echo "copy of the repository grade this folder: \`scripts/grade.sh ${id%%_*} $out\`."
+    echo "copy of the repository grade this folder: \`scripts/grade.sh ${id%%_*} '$out'\`."
     echo "docs/course.md says what each criterion checks."
 } > "$out/ASSIGNMENT.md"
 echo "make_assignment.sh: wrote $out ($kind of stage $id; see $out/ASSIGNMENT.md)"
