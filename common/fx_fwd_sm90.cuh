@@ -34,6 +34,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "fx_exact_rows.cuh"
 #include "fx_msg.h"
 #include "fx_stage.h"
 #include "fx_tma.h"
@@ -147,6 +148,14 @@ struct FwdParams {
     int q_per_kv;         // heads_q / heads_kv: query heads that read one kv head
     float softmax_scale;  // natural-log units, for the LSE
     float scale_log2;     // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
+    // Q, K and V as plain pointers, for the exact path alone (exact_rows_args); the
+    // mainloop reads them through the tensor maps.
+    const void *q, *k, *v;
+    int64_t q_batch_stride, q_head_stride, k_batch_stride, k_head_stride;  // elements
+    int64_t v_batch_stride, v_head_stride;
+    int q_row_stride, k_row_stride, v_row_stride;
+    int head_dim, head_dim_v;
+    int causal;
 };
 
 /* Encodes the 4D map {cols, heads, seqlen, batch} of one tensor (cols: head_dim, or
@@ -190,7 +199,52 @@ bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_
     p->q_per_kv = pr->heads_q / pr->heads_kv;
     p->softmax_scale = (float)pr->softmax_scale;
     p->scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+    p->q = a->q;
+    p->k = a->k;
+    p->v = a->v;
+    p->q_batch_stride = a->q_layout.batch_stride;
+    p->q_head_stride = a->q_layout.head_stride;
+    p->q_row_stride = (int)a->q_layout.row_stride;
+    p->k_batch_stride = a->k_layout.batch_stride;
+    p->k_head_stride = a->k_layout.head_stride;
+    p->k_row_stride = (int)a->k_layout.row_stride;
+    p->v_batch_stride = a->v_layout.batch_stride;
+    p->v_head_stride = a->v_layout.head_stride;
+    p->v_row_stride = (int)a->v_layout.row_stride;
+    p->head_dim = d;
+    p->head_dim_v = dv;
+    p->causal = pr->causal;
     return true;
+}
+
+/* The exact path's view (fx_exact_rows.cuh) of query head `head` of batch `batch`: its rows
+ * of Q, O and LSE from row 0, the keys of its kv head from key 0, the whole sequences. */
+__device__ __forceinline__ fx_exact_rows_args exact_rows_args(const FwdParams &p, int batch,
+                                                              int head)
+{
+    const int head_kv = head / p.q_per_kv;
+    fx_exact_rows_args a;
+    a.q = static_cast<const char *>(p.q) +
+          (batch * p.q_batch_stride + head * p.q_head_stride) * kElemBytes;
+    a.k = static_cast<const char *>(p.k) +
+          (batch * p.k_batch_stride + head_kv * p.k_head_stride) * kElemBytes;
+    a.v = static_cast<const char *>(p.v) +
+          (batch * p.v_batch_stride + head_kv * p.v_head_stride) * kElemBytes;
+    a.o =
+        static_cast<char *>(p.o) + (batch * p.o_batch_stride + head * p.o_head_stride) * kElemBytes;
+    a.lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
+    a.q_row_stride = p.q_row_stride;
+    a.k_row_stride = p.k_row_stride;
+    a.v_row_stride = p.v_row_stride;
+    a.o_row_stride = p.o_row_stride;
+    a.seqlen_q = p.seqlen_q;
+    a.seqlen_k = p.seqlen_k;
+    a.head_dim = p.head_dim;
+    a.head_dim_v = p.head_dim_v;
+    a.causal = p.causal;
+    a.softmax_scale = p.softmax_scale;
+    a.scale_log2 = p.scale_log2;
+    return a;
 }
 
 /* Launches `kernel` on one CTA per (Q block, query head, batch) of Cfg's tile: the grid of

@@ -198,10 +198,14 @@ fi
 # Hopper stages run 3 consumer warpgroups at head_dim 64, 2 at 128 and 256, with other
 # barrier counts), causal with seqlen_q < seqlen_k and GQA, fp16 at the last.
 small=(--check --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 --heads-kv 2 --causal)
-shape_of() {  # head_dim -> the extra arguments of that run
+shape_of() {  # head_dim (or an exact-path run) -> the extra arguments of that run
     case $1 in
         64) echo "--head-dim 64" ;;
         128) echo "--head-dim 128 --dtype fp16" ;;
+        # logits ~3e7 at --qk-scale 1700: a few rows past 2^24 (a warp or warpgroup each);
+        # ~1e10 at 1e5: every row
+        exact_mixed) echo "--head-dim 128 --qk-scale 1700" ;;
+        exact_all) echo "--head-dim 128 --qk-scale 100000" ;;
         *) echo "--head-dim $1" ;;
     esac
 }
@@ -232,15 +236,23 @@ for bin in "${stages[@]}"; do
     bwd=()
     if fx_stage_has_backward "$bin"; then bwd=(--bwd); fi
     read -r -a dims <<<"$(head_dims_of "$bin")"
+    # Stages 03 on have the exact path (common/fx_exact_rows.cuh): its own runs, at logits
+    # where some warps take it and others not, and where every row does.
+    exact=()
+    if [[ $id =~ ^(0[3-9]|[1-9][0-9])_ ]] && [[ " ${dims[*]} " == *" 128 "* ]]; then
+        exact=("exact_mixed" "exact_all")
+    fi
     for tool in memcheck racecheck synccheck; do
         if [[ -z ${sanitizer_bin:-} ]]; then
             sanitizer[$id,$tool]="-"
             continue
         fi
         sanitizer[$id,$tool]=clean
-        for d in "${dims[@]}"; do
+        for d in "${dims[@]}" ${exact[@]+"${exact[@]}"}; do
             read -r -a extra <<<"$(shape_of "$d")"
-            args=("${small[@]}" "${extra[@]}" ${bwd[@]+"${bwd[@]}"})
+            args=("${small[@]}" "${extra[@]}")
+            # the backward too, except on the exact path's runs: a forward path alone
+            [[ $d == exact_* ]] || args+=(${bwd[@]+"${bwd[@]}"})
             echo "=== $id $tool: ${args[*]} ===" >"$tmp/san_$n.head"
             while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
             san_one "$n" "$sanitizer_bin" --tool "$tool" --error-exitcode 3 "$bin" "${args[@]}" &

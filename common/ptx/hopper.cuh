@@ -322,6 +322,26 @@ static __device__ __forceinline__ void fx_named_barrier_sync(uint32_t id, uint32
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
 }
 
+/* bar.red.or.pred any, id, num_threads, pred;   (§9.7.13.1; the epilogue of stage 05)
+ * fx_named_barrier_sync that also returns, in every thread that meets there, whether `pred`
+ * was true in any of them: a vote of the whole group at the cost of the barrier it meets at
+ * anyway (the epilogue's, for the exact path: common/fx_exact_rows.cuh). */
+static __device__ __forceinline__ bool fx_named_barrier_sync_or(uint32_t id, uint32_t num_threads,
+                                                                bool pred)
+{
+    uint32_t any;
+    asm volatile("{\n"
+                 "  .reg .pred p, q;\n"
+                 "  setp.ne.u32 p, %1, 0;\n"
+                 "  bar.red.or.pred q, %2, %3, p;\n"
+                 "  selp.u32 %0, 1, 0, q;\n"
+                 "}\n"
+                 : "=r"(any)
+                 : "r"((uint32_t)pred), "r"(id), "r"(num_threads)
+                 : "memory");
+    return any != 0;
+}
+
 /* bar.arrive id, num_threads;   (§9.7.13.1; the pingpong of stage 07)
  * Arrive without waiting: the signalling side of a producer/consumer handshake whose other
  * side calls fx_named_barrier_sync with the same id and count (the count includes both). */

@@ -69,6 +69,42 @@ static float dot(const float *x, const float *y, int n)
     return fx_dot_f32(x, y, n);
 }
 
+/* The exact path (common/fx_exact_rows.cuh) for row `row` of head `h_kv`'s query head: two
+ * passes over the keys it sees, m first, then P = 2^((S − m)·c) — 1 for the maximum —, ℓ and
+ * O = P·V in fp32, O rounded once. The kernel sums S in another order (a warp's butterfly);
+ * both are fp32 dot products of the same inputs. */
+static void exact_row(const fx_problem *p, const float *q_row, const float *k, const float *v,
+                      int b, int h_kv, int row, float *o_row, float *lse)
+{
+    const int seqlen_k = p->seqlen_k, head_dim = p->head_dim;
+    const float scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
+    float m = -INFINITY;
+    for (int key = 0; key < seqlen_k; ++key)
+        if (key_visible(p, row, key))
+            m = fmaxf(m, dot(q_row, k + row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv),
+                             head_dim));
+    float l = 0.0f;
+    float *acc = xmalloc((size_t)head_dim * sizeof(float));
+    memset(acc, 0, (size_t)head_dim * sizeof(float));
+    for (int key = 0; key < seqlen_k; ++key) {
+        if (!key_visible(p, row, key))
+            continue;
+        const float s =
+            dot(q_row, k + row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv), head_dim);
+        const float P = exp2f((s - m) * scale_log2);
+        l += P;
+        const float *v_row = v + row_offset(seqlen_k, p->heads_kv, head_dim, b, key, h_kv);
+        for (int col = 0; col < head_dim; ++col)
+            acc[col] += P * v_row[col];
+    }
+    const bool empty = (l == 0.0f || l != l);
+    const float inv_l = empty ? 0.0f : 1.0f / l;
+    for (int col = 0; col < head_dim; ++col)
+        o_row[col] = fx_round(p->dtype, acc[col] * inv_l);
+    *lse = empty ? -INFINITY : m * (float)p->softmax_scale + logf(l);
+    free(acc);
+}
+
 /* FA2 Algorithm 1, as fwd_kernel. */
 static void model_forward(const fx_problem *p, const float *q, const float *k, const float *v,
                           float *o, float *lse)
@@ -134,14 +170,8 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                         row_sum *= alpha;
                         for (int col = 0; col < head_dim; ++col)
                             acc_o[col] *= alpha;
-                        /* The kernel's exact path (fwd.cu, softmax_exp), which it takes for a
-                         * whole warp when any of its rows reaches kSoftmaxExactFrom; here the
-                         * row decides alone. */
-                        const bool exact = !(fabsf(m_scaled) < FX_MODEL_SOFTMAX_EXACT_FROM);
                         for (int c = 0; c < kBlockN; ++c) {
-                            const float s_scaled = S[c] * scale_log2; /* rounded on its own */
-                            const float P = exact ? exp2f(s_scaled - m_scaled)
-                                                  : exp2f(fmaf(S[c], scale_log2, -m_scaled));
+                            const float P = exp2f(fmaf(S[c], scale_log2, -m_scaled));
                             row_sum += P;
                             if (key0 + c >= seqlen_k)
                                 continue; /* P = 0; V zero-filled there */
@@ -151,6 +181,15 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                             for (int col = 0; col < head_dim; ++col)
                                 acc_o[col] += P_rounded * v_row[col];
                         }
+                    }
+                    /* The fast path's one check (fwd.cu, the epilogue): the last R and ℓ.
+                     * The kernel decides for a whole warp; here the row decides alone. */
+                    const float r_last = (row_max == -INFINITY ? 0.0f : row_max) * scale_log2;
+                    if (!(fabsf(r_last) < FX_SOFTMAX_FAST_BELOW && row_sum < INFINITY)) {
+                        exact_row(p, q_row, k, v, b, h_kv, row,
+                                  o + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h),
+                                  lse + ((size_t)b * p->heads_q + h) * seqlen_q + row);
+                        continue;
                     }
                     /* Epilogue (lines 12-13): O /= ℓ, LSE; a row that saw no key: O = 0, -inf. */
                     const bool empty = row_sum == 0.0f;

@@ -15,15 +15,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fx_softmax.h"
 #include "fx_stage.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* |m·scale·log2 e| from which the forward's softmax takes its exact path (fwd.cu's
- * kSoftmaxExactFrom, 2^24; the kernel asserts the two are equal). */
-#define FX_MODEL_SOFTMAX_EXACT_FROM 0x1p24f
 
 /* One launch's tile: kBlockM query rows by kBlockN keys. */
 typedef struct fx_tiles_03 {

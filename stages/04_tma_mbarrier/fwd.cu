@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fx_exact_rows.cuh"
 #include "fx_msg.h"
 #include "fx_stage.h"
 #include "fx_tma.h"
@@ -183,6 +184,12 @@ struct FwdParams {
     // tensor has fewer than 2^31 elements (fx_problem_validate).
     int64_t o_batch_stride, o_head_stride;
     int o_row_stride;
+    // Q, K and V as plain pointers, for the exact path alone (exact_rows_args); the
+    // mainloop reads them through the tensor maps.
+    const void *q, *k, *v;
+    int64_t q_batch_stride, q_head_stride, k_batch_stride, k_head_stride;
+    int64_t v_batch_stride, v_head_stride;
+    int q_row_stride, k_row_stride, v_row_stride;
     int seqlen_q, seqlen_k;
     int heads_q;
     int q_per_kv;           // heads_q / heads_kv: query heads that share one kv head
@@ -190,6 +197,39 @@ struct FwdParams {
     float softmax_scale;    // for the LSE, in natural-log units
     float scale_log2;       // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
 };
+
+/* UNIT(exact_rows_args) */
+/* The exact path's view (common/fx_exact_rows.cuh) of query head `head` of batch `batch`: its
+ * rows of Q, O and LSE from row 0, the keys of its kv head from key 0, the whole sequences. */
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ fx_exact_rows_args exact_rows_args(const FwdParams &p, int batch,
+                                                              int head)
+{
+    const int head_kv = head / p.q_per_kv;
+    fx_exact_rows_args a;
+    a.q = static_cast<const char *>(p.q) +
+          (batch * p.q_batch_stride + head * p.q_head_stride) * kElemBytes;
+    a.k = static_cast<const char *>(p.k) +
+          (batch * p.k_batch_stride + head_kv * p.k_head_stride) * kElemBytes;
+    a.v = static_cast<const char *>(p.v) +
+          (batch * p.v_batch_stride + head_kv * p.v_head_stride) * kElemBytes;
+    a.o =
+        static_cast<char *>(p.o) + (batch * p.o_batch_stride + head * p.o_head_stride) * kElemBytes;
+    a.lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
+    a.q_row_stride = p.q_row_stride;
+    a.k_row_stride = p.k_row_stride;
+    a.v_row_stride = p.v_row_stride;
+    a.o_row_stride = p.o_row_stride;
+    a.seqlen_q = p.seqlen_q;
+    a.seqlen_k = p.seqlen_k;
+    a.head_dim = Cfg::kHeadDim;
+    a.head_dim_v = Cfg::kHeadDim;
+    a.causal = kCausal;
+    a.softmax_scale = p.softmax_scale;
+    a.scale_log2 = p.scale_log2;
+    return a;
+}
+/* END UNIT */
 
 /*
  * GQA: the kv head of query head `head`, head / q_per_kv, as a multiply-high by
@@ -273,17 +313,12 @@ __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
 }
 
 /* UNIT(softmax_exp) */
-/* The softmax's two paths (stage 05's softmax state draws them in full), both relative to
- * R = round(m·c): the fast path, P = 2^(fma(S, c, −R)), whose maximum is 2^(m·c − R), within
- * half an ulp of |m·c| of 1; and from |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2,
- * and past which that exponent grows without bound: P = inf and a NaN O from |m·c| ~ 2^31,
- * which finite inputs reach) the exact path, P = 2^(round(S·c) − R), whose maximum is exactly
- * 1 and none larger. One vote per warp and K/V block chooses. */
-constexpr float kSoftmaxExactFrom = 0x1p24f;
-
-/* P = 2^(S·c − R) in place, R = m_scaled, and this lane's part of ℓ. kExact: S·c rounded on
- * its own, then the subtraction; else one FFMA and one EX2 per score. */
-template <class Cfg, bool kExact>
+/* P = 2^(fma(S, c, −R)) in place, R = m_scaled = round(m·c), c = scale_log2: one FFMA and one
+ * EX2 per score, and this lane's part of ℓ. The row's P all carry the factor 2^(m·c − R),
+ * which cancels in O and which the LSE accounts for; past |R| = FX_SOFTMAX_FAST_BELOW it may
+ * no longer be a number, and the epilogue's one check sends such rows to the exact path
+ * (common/fx_exact_rows.cuh; stage 05's softmax state draws it in full). */
+template <class Cfg>
 __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
                                             float (&row_sum)[Cfg::kMTiles][2],
                                             const float (&m_scaled)[Cfg::kMTiles][2],
@@ -297,14 +332,12 @@ __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kN
             for (int n = 0; n < Cfg::kNTiles; ++n)
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    const float s = acc_s[i][n][2 * h + e];
-                    const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - m_scaled[i][h])
-                                           : fx_ex2(fmaf(s, scale_log2, -m_scaled[i][h]));
+                    const float p =
+                        fx_ex2(fmaf(acc_s[i][n][2 * h + e], scale_log2, -m_scaled[i][h]));
                     acc_s[i][n][2 * h + e] = p;
                     row_sum[i][h] += p;  // this lane's partial; reduced over the row at the end
                 }
 }
-
 /* END UNIT */
 
 /* Byte offset of k16 step `step` of the PV GEMM (an n16 pair of V's rows read .trans) in a
@@ -318,10 +351,9 @@ __device__ __forceinline__ uint32_t v_step(int step, uint32_t key)
 /* UNIT(rescale_o_pv) */
 /*
  * The rest of one K/V block once P is known: O *= alpha per row, then O += P·V, P converted
- * from the S accumulators in registers (layouts drawn above attention_block). attention_block
- * calls it on both sides of the softmax's vote, so that each side is one straight-line
- * region (see there). V's address per k16 step is v_step's: the one thing here that stage 03
- * (cp.async rows) and stage 04 (TMA slabs) lay out differently.
+ * from the S accumulators in registers (layouts drawn above attention_block). V's address
+ * per k16 step is v_step's: the one thing here that stage 03 (cp.async rows) and stage 04
+ * (TMA slabs) lay out differently.
  */
 template <class Cfg, class Element>
 __device__ __forceinline__ void rescale_o_pv(float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4],
@@ -465,13 +497,12 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     }
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
-    // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = round(m·c) (softmax_exp: the
-    // two paths). alpha = exp(m_old − m_new) = 2^(R_old − R_new) rescales what was accumulated
-    // so far, from the same ROUNDED products as P (__fmul_rn: not fused into an FFMA with the
+    // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = round(m·c) (softmax_exp).
+    // alpha = exp(m_old − m_new) = 2^(R_old − R_new) rescales what was accumulated so far,
+    // from the same ROUNDED products as P (__fmul_rn: not fused into an FFMA with the
     // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
     // (docs/03_flash2.md, "The LSE must match the forward's P").
     float m_scaled[kM][2], alpha[kM][2];
-    bool exact = false;
 #pragma unroll
     for (int i = 0; i < kM; ++i)
 #pragma unroll
@@ -489,22 +520,10 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
             alpha[i][h] = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha[i][h];
-            exact = exact || !(fabsf(m_scaled[i][h]) < kSoftmaxExactFrom);  // inf: exact
         }
-    // ---- P (softmax_exp), O rescaled, O += P·V: one whole copy per path ----
-    // ptxas schedules within a basic block, and the vote's branch ends one. With only the
-    // exponentials inside the branch, the O rescale ran as one run of FMULs before it and
-    // the V ldmatrix and the PV mma after it; with the whole rest of the block on each side,
-    // the fast side is one straight-line region again, as before the exact path existed:
-    // the FMULs sit between the PV mma that read their tiles and the V loads among the EX2s
-    // (SASS, sm_90, head_dim 64-256). The exact side is the same code but the exponent.
-    if (__any_sync(kFullWarp, exact)) {
-        softmax_exp<Cfg, true>(acc_s, row_sum, m_scaled, scale_log2);
-        rescale_o_pv<Cfg, Element>(acc_o, acc_s, alpha, sV, la);
-    } else {
-        softmax_exp<Cfg, false>(acc_s, row_sum, m_scaled, scale_log2);
-        rescale_o_pv<Cfg, Element>(acc_o, acc_s, alpha, sV, la);
-    }
+    // ---- P (softmax_exp), O rescaled, O += P·V ----
+    softmax_exp<Cfg>(acc_s, row_sum, m_scaled, scale_log2);
+    rescale_o_pv<Cfg, Element>(acc_o, acc_s, alpha, sV, la);
 
     /* END UNIT */
 }
@@ -692,8 +711,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         /* END ASSIGNMENT */
     }
 
+    /* UNIT(finalize) */
     // ---- Epilogue: ℓ over the row, O /= ℓ once (FA2 Algorithm 1, line 12), LSE ----
     float lse[kM][2];
+    bool in_range = true;  // every row of this lane within the fast path's range
 #pragma unroll
     for (int i = 0; i < kM; ++i)
 #pragma unroll
@@ -701,6 +722,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
             float l = row_sum[i][h];
             l += __shfl_xor_sync(kFullWarp, l, 1);
             l += __shfl_xor_sync(kFullWarp, l, 2);
+            // The last block's R (0 for a row that saw no key), and ℓ finite (NaN fails too).
+            const float r =
+                __fmul_rn(row_max[i][h] == -INFINITY ? 0.f : row_max[i][h], p.scale_log2);
+            in_range = in_range && fabsf(r) < FX_SOFTMAX_FAST_BELOW && l < INFINITY;
             // ℓ = 0 only for a row that saw no key: O = 0 and LSE = -inf there, never NaN.
             // A NaN ℓ (NaN inputs) gets LSE = -inf too, as in FlashAttention; O stays NaN.
             const bool empty = (l == 0.f || l != l);
@@ -712,6 +737,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
                 acc_o[i][d][2 * h + 1] *= inv_l;
             }
         }
+    // A row of this warp out of the fast path's range: the warp computes its rows again on
+    // the exact path (common/fx_exact_rows.cuh) and stores them itself, instead of what
+    // follows.
+    if (__any_sync(kFullWarp, !in_range)) {
+        const int row_begin = m_block * Cfg::kBlockM + warp * Cfg::kRowsPerWarp;
+        fx_exact_rows<Element>(exact_rows_args<Cfg, kCausal>(p, batch, head), row_begin,
+                               min(row_begin + Cfg::kRowsPerWarp, p.seqlen_q));
+        return;
+    }
+    /* END UNIT */
 
     // O goes through shared memory, in Q's swizzled slabs, and leaves by TMA stores. A
     // warp writes only its own rows of the Q tile, which only it has read: __syncwarp
@@ -799,9 +834,21 @@ cudaError_t launch(const fx_fwd_args *a)
     FwdParams p;
     p.o = a->o;
     p.lse = a->lse;
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
     p.o_batch_stride = a->o_layout.batch_stride;
     p.o_row_stride = (int)a->o_layout.row_stride;
     p.o_head_stride = a->o_layout.head_stride;
+    p.q_batch_stride = a->q_layout.batch_stride;
+    p.q_row_stride = (int)a->q_layout.row_stride;
+    p.q_head_stride = a->q_layout.head_stride;
+    p.k_batch_stride = a->k_layout.batch_stride;
+    p.k_row_stride = (int)a->k_layout.row_stride;
+    p.k_head_stride = a->k_layout.head_stride;
+    p.v_batch_stride = a->v_layout.batch_stride;
+    p.v_row_stride = (int)a->v_layout.row_stride;
+    p.v_head_stride = a->v_layout.head_stride;
     p.seqlen_q = pr->seqlen_q;
     p.seqlen_k = pr->seqlen_k;
     p.heads_q = pr->heads_q;

@@ -291,25 +291,23 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
  * Softmax state: the online softmax of FA2 Algorithm 1 for this thread's two rows
  *
  * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e), taken relative to the
- * reference R = round(m·c). The fast path folds the scale into one FFMA per score,
- * 2^(fma(S, c, −R)), as FlashAttention does: the maximum's exponent m·c − R is within half an
- * ulp of |m·c| of 0. From |m·c| = kSoftmaxExactFrom (2^24, where fp32's ulp is 2) that
- * exponent can reach 1 and it grows without bound beyond (P = inf and a NaN O from |m·c| ~
- * 2^31, logits that finite inputs reach). There the softmax takes the exact path,
- * 2^(round(S·c) − R): the maximum's exponent is exactly 0 and none is positive (rounding is
- * monotone), so P <= 1 for every input whose logits S·c are finite in fp32. The choice is per
- * warp and K/V block (one vote), so the fast path costs a compare per row. Both paths use the
- * same R, so the online rescale alpha = 2^(R_old − R_new), from the same rounded products as
- * P, serves both: ℓ and the LSE agree with the P a backward recomputes (stage 03 measured why,
- * docs/03_flash2.md "The LSE must match the forward's P").
+ * reference R = round(m·c): one FFMA per score, 2^(fma(S, c, −R)), as FlashAttention does.
+ * Every P of a row then carries the same factor 2^(m·c − R), which cancels in O = P·V / ℓ and
+ * which the LSE accounts for, so the rounding of R costs nothing while that factor is a
+ * number: its exponent is within half an ulp of |m·c| of 0, at most 1 below |R| = 2^24
+ * (FX_SOFTMAX_FAST_BELOW), unbounded past it (P = inf and a NaN O from |m·c| ~ 2^31, logits
+ * that finite inputs reach). Nothing in the mainloop tests for it: softmax_finalize checks
+ * each row once, and the epilogue sends a warpgroup with a row out of range to the exact path
+ * (common/fx_exact_rows.cuh says why one check after the loop suffices). The online rescale
+ * alpha = 2^(R_old − R_new) comes from the same rounded products as P, so ℓ and the LSE agree
+ * with the P a backward recomputes (stage 03 measured why, docs/03_flash2.md "The LSE must
+ * match the forward's P").
  * ------------------------------------------------------------------------------ */
-
-constexpr float kSoftmaxExactFrom = 0x1p24f;
 
 struct SoftmaxState {
     float row_max[2];  // m of rows g and g + 8 (unscaled S; -inf before any visible key)
     float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
-    // Of the block between softmax_max and softmax_exp:
+    // Of the block between softmax_max and softmax_exp (the last block's after the loop):
     float m_scaled[2];  // R = round(m·c), the reference of its P
     float alpha[2];  // 2^(R_old − R_new) ≈ exp(m_old − m_new), O's rescale (softmax_rescale_o)
 };
@@ -319,12 +317,13 @@ __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
     for (int h = 0; h < 2; ++h) {
         sm.row_max[h] = -INFINITY;
         sm.row_sum[h] = 0.f;
+        sm.m_scaled[h] = 0.f;  // a tile with no block still passes softmax_finalize's check
     }
 }
 
-/* P = 2^(S·c − R) in place, R = sm.m_scaled, and this lane's part of ℓ. kExact: S·c rounded
- * on its own, then the subtraction (one FMUL and one FADD per score); else one FFMA per score. */
-template <class Cfg, bool kExact>
+/* P = 2^(fma(S, c, −R)) in place, R = sm.m_scaled: one FFMA and one EX2 per score, and this
+ * lane's part of ℓ. */
+template <class Cfg>
 __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg::kAccS],
                                             float scale_log2)
 {
@@ -334,20 +333,16 @@ __device__ __forceinline__ void softmax_exp(SoftmaxState &sm, float (&acc_s)[Cfg
         for (int j = 0; j < Cfg::kNTiles; ++j)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float s = acc_s[4 * j + 2 * h + e];
-                const float p = kExact ? fx_ex2(__fmul_rn(s, scale_log2) - sm.m_scaled[h])
-                                       : fx_ex2(fmaf(s, scale_log2, -sm.m_scaled[h]));
+                const float p = fx_ex2(fmaf(acc_s[4 * j + 2 * h + e], scale_log2, -sm.m_scaled[h]));
                 acc_s[4 * j + 2 * h + e] = p;
                 sm.row_sum[h] += p;  // this lane's partial; reduced over the row at the end
             }
 }
 
 /* The online softmax of one block's S, first half: the row maxima, R and alpha into sm (ℓ
- * rescaled), and the warp's vote, true when a row of the warp needs the exact path (the same
- * value in every lane). The caller branches on the vote once, around softmax_exp and all
- * that follows up to its next wait (softmax_tail says why). */
+ * rescaled). softmax_exp is the second. */
 template <class Cfg>
-__device__ __forceinline__ bool softmax_max(SoftmaxState &sm, const float (&acc_s)[Cfg::kAccS],
+__device__ __forceinline__ void softmax_max(SoftmaxState &sm, const float (&acc_s)[Cfg::kAccS],
                                             float scale_log2)
 {
 #pragma unroll
@@ -365,14 +360,10 @@ __device__ __forceinline__ bool softmax_max(SoftmaxState &sm, const float (&acc_
         sm.row_max[h] = m_new;
         sm.row_sum[h] *= sm.alpha[h];
     }
-    // The exact path from kSoftmaxExactFrom on (inf compares false too).
-    return __any_sync(kFullWarp, !(fabsf(sm.m_scaled[0]) < kSoftmaxExactFrom &&
-                                   fabsf(sm.m_scaled[1]) < kSoftmaxExactFrom));
 }
 
-/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). kExact:
- * the exact path's copy (softmax_tail), the same rounded product written as __fmul_rn. */
-template <class Cfg, bool kExact>
+/* O *= alpha per row (the online softmax's rescale of what was accumulated so far). */
+template <class Cfg>
 __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
                                                   const float (&alpha)[2])
 {
@@ -381,25 +372,26 @@ __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float &o = acc_o[4 * d + 2 * h + e];
-                o = kExact ? __fmul_rn(o, alpha[h]) : o * alpha[h];
-            }
+            for (int e = 0; e < 2; ++e)
+                acc_o[4 * d + 2 * h + e] *= alpha[h];
 }
 
 /* ℓ over the row (its 4 lanes), O /= ℓ once (FA2 Algorithm 1, line 12), and the LSE of the
  * two rows in natural-log units. ℓ = 0 is a row that saw no key: O = 0, LSE = -inf. A NaN ℓ
  * (NaN inputs) gets LSE = -inf too, as in FlashAttention; its O stays NaN (NaN · 0), so the
- * NaN is not hidden. */
+ * NaN is not hidden. Returns whether both rows are within the fast path's range — the last
+ * |R| below FX_SOFTMAX_FAST_BELOW and ℓ finite (NaN and inf fail) — the one test of it. */
 template <class Cfg>
-__device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (&acc_o)[Cfg::kAccO],
+__device__ __forceinline__ bool softmax_finalize(const SoftmaxState &sm, float (&acc_o)[Cfg::kAccO],
                                                  float softmax_scale, float (&lse)[2])
 {
+    bool in_range = true;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float l = sm.row_sum[h];
         l += __shfl_xor_sync(kFullWarp, l, 1);
         l += __shfl_xor_sync(kFullWarp, l, 2);
+        in_range = in_range && fabsf(sm.m_scaled[h]) < FX_SOFTMAX_FAST_BELOW && l < INFINITY;
         const bool empty = (l == 0.f || l != l);
         const float inv_l = empty ? 0.f : 1.f / l;
         lse[h] = empty ? -INFINITY : sm.row_max[h] * softmax_scale + logf(l);
@@ -409,6 +401,7 @@ __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (
             acc_o[4 * d + 2 * h + 1] *= inv_l;
         }
     }
+    return in_range;
 }
 /* END UNIT */
 
@@ -495,23 +488,16 @@ __device__ __forceinline__ ConsumerCtx make_consumer_ctx(const FwdParams &p, int
 /* END UNIT */
 
 /* UNIT(softmax_tail) */
-/* The online softmax once the vote is known, and what ordinary code does to the block
- * before its PV GEMM: P (softmax_exp), O *= alpha (kRescale: not while O is still 0), P
- * packed. The caller calls it on both sides of the vote's branch, one copy per
- * path, because ptxas schedules within a basic block and the branch ends one: with only
- * the exponentials inside it, the EX2s and the row-sum FADDs ran as a block of their own,
- * the packs in the next (SASS, sm_90a). The exact copy differs only in the exponent and
- * runs only when a row reaches kSoftmaxExactFrom. It rescales O with __fmul_rn, the same
- * product as the fast copy's `*` but not the same instruction to the compiler: written
- * alike in both copies, the rescale was moved past the join (SASS, sm_90a). */
-template <class Cfg, class Element, bool kExact, bool kRescale>
+/* The online softmax's second half, and what ordinary code does to the block before its PV
+ * GEMM: P (softmax_exp), O *= alpha (kRescale: not while O is still 0), P packed. */
+template <class Cfg, class Element, bool kRescale>
 __device__ __forceinline__ void softmax_tail(const ConsumerCtx &c, SoftmaxState &sm,
                                              float (&acc_s)[Cfg::kAccS], float (&acc_o)[Cfg::kAccO],
                                              uint32_t (&p_frag)[Cfg::kPFrags][4])
 {
-    softmax_exp<Cfg, kExact>(sm, acc_s, c.scale_log2);
+    softmax_exp<Cfg>(sm, acc_s, c.scale_log2);
     if (kRescale)
-        softmax_rescale_o<Cfg, kExact>(acc_o, sm.alpha);
+        softmax_rescale_o<Cfg>(acc_o, sm.alpha);
     pack_p<Cfg, Element>(acc_s, p_frag);
 }
 /* END UNIT */
@@ -547,11 +533,8 @@ __device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, SharedStorag
         apply_mask<Cfg, kCausal>(acc_s, c.row0,
                                  n_block * Cfg::kBlockN + 2 * (c.lane % kLanesPerRow), c.seqlen_q,
                                  c.seqlen_k);
-    if (softmax_max<Cfg>(sm, acc_s,
-                         c.scale_log2))  // the vote: a row of the warp needs the exact path
-        softmax_tail<Cfg, Element, true, true>(c, sm, acc_s, acc_o, p_frag);
-    else
-        softmax_tail<Cfg, Element, false, true>(c, sm, acc_s, acc_o, p_frag);
+    softmax_max<Cfg>(sm, acc_s, c.scale_log2);
+    softmax_tail<Cfg, Element, true>(c, sm, acc_s, acc_o, p_frag);
 
     // ---- O += P·V, once V has landed ----
     fx_mbarrier_wait(fx_smem_addr(&smem.v_full[read.stage]), read.phase);
@@ -600,7 +583,10 @@ __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<
  * and they have completed. Then every writer fences its generic-proxy stores against the
  * async proxy (PTX ISA §9.7.13.4: without it the TMA may read stale shared memory), the
  * warpgroup's 128 threads meet, and one thread stores the 64 × head_dim box, one TMA per
- * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped.
+ * 64-column slab; rows past seqlen_q lie outside the tensor map and are dropped. The meeting
+ * is also the vote on softmax_finalize's range check (bar.red.or): a warpgroup with a row out
+ * of the fast path's range stores nothing from the tile, and each of its warps computes its
+ * 16 rows again on the exact path (common/fx_exact_rows.cuh) and stores them itself.
  */
 template <class Cfg, class Element>
 __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,
@@ -608,7 +594,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
                                          const SoftmaxState &sm)
 {
     float lse[2];
-    softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
+    const bool in_range = softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
 
     unsigned char *sO = reinterpret_cast<unsigned char *>(smem.q);
     const int local_row0 = c.consumer * kWgmmaM + c.warp_in_wg * kRowsPerWarp;
@@ -627,7 +613,13 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
         }
     }
     fx_fence_proxy_async_smem();
-    fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
+    if (fx_named_barrier_sync_or(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads,
+                                 !in_range)) {
+        const int row_begin = c.row0 - g;  // this warp's first row
+        fx_exact_rows<Element>(exact_rows_args(p, c.batch, c.head), row_begin,
+                               min(row_begin + kRowsPerWarp, p.seqlen_q));
+        return;
+    }
     if (c.warp_in_wg == 0 && c.lane == 0) {
         const uint32_t sQ = fx_smem_addr(smem.q);
 #pragma unroll

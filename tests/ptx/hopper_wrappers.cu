@@ -140,8 +140,10 @@ __global__ void __launch_bounds__(PRODUCER_THREADS + CONSUMER_THREADS, 1)
         fx_named_barrier_sync(1, 32 + CONSUMER_THREADS);
         const int t = threadIdx.x - PRODUCER_THREADS;
         handoff[t] += (float)t;
-        /* The two consumer warpgroups alone (id 2). */
-        fx_named_barrier_sync(2, CONSUMER_THREADS);
-        out[blockIdx.x * CONSUMER_THREADS + t] = handoff[(t + 1) % CONSUMER_THREADS];
+        /* The two consumer warpgroups alone (id 2), voting as they meet (the epilogue's vote
+         * for the exact path, stage 05). */
+        const bool any_large = fx_named_barrier_sync_or(2, CONSUMER_THREADS, handoff[t] > 100.0f);
+        out[blockIdx.x * CONSUMER_THREADS + t] =
+            any_large ? 0.0f : handoff[(t + 1) % CONSUMER_THREADS];
     }
 }
