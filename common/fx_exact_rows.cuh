@@ -78,6 +78,42 @@ __device__ __forceinline__ void fx_exact_store(__half *x, float v)
     *x = __float2half_rn(v);
 }
 
+/* The exact path's view of query head `head` of batch `batch` in a stage's kernel parameters
+ * p (every forward's FwdParams names these fields alike: q, k, v, o, lse, their batch, head
+ * and row strides in elements, seqlen_q, seqlen_k, heads_q, q_per_kv, softmax_scale,
+ * scale_log2): its rows of Q, O and LSE from row 0, the keys of its kv head from key 0, the
+ * whole sequences. */
+template <class Params>
+__device__ __forceinline__ fx_exact_rows_args fx_exact_rows_view(const Params &p, int batch,
+                                                                 int head, int head_dim,
+                                                                 int head_dim_v, bool causal)
+{
+    constexpr int kElemBytes = 2;  // bf16 and fp16
+    const int head_kv = head / p.q_per_kv;
+    fx_exact_rows_args a;
+    a.q = static_cast<const char *>(p.q) +
+          (batch * p.q_batch_stride + head * p.q_head_stride) * kElemBytes;
+    a.k = static_cast<const char *>(p.k) +
+          (batch * p.k_batch_stride + head_kv * p.k_head_stride) * kElemBytes;
+    a.v = static_cast<const char *>(p.v) +
+          (batch * p.v_batch_stride + head_kv * p.v_head_stride) * kElemBytes;
+    a.o =
+        static_cast<char *>(p.o) + (batch * p.o_batch_stride + head * p.o_head_stride) * kElemBytes;
+    a.lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
+    a.q_row_stride = p.q_row_stride;
+    a.k_row_stride = p.k_row_stride;
+    a.v_row_stride = p.v_row_stride;
+    a.o_row_stride = p.o_row_stride;
+    a.seqlen_q = p.seqlen_q;
+    a.seqlen_k = p.seqlen_k;
+    a.head_dim = head_dim;
+    a.head_dim_v = head_dim_v;
+    a.causal = causal;
+    a.softmax_scale = p.softmax_scale;
+    a.scale_log2 = p.scale_log2;
+    return a;
+}
+
 /* S = q·k of key `key` over the warp: this lane's columns, then a butterfly over the 32
  * lanes (the same sum, in the same order, in every lane and in both passes). */
 template <class Element>

@@ -217,34 +217,11 @@ bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_
     return true;
 }
 
-/* The exact path's view (fx_exact_rows.cuh) of query head `head` of batch `batch`: its rows
- * of Q, O and LSE from row 0, the keys of its kv head from key 0, the whole sequences. */
+/* The exact path's view (fx_exact_rows.cuh) of query head `head` of batch `batch`. */
 __device__ __forceinline__ fx_exact_rows_args exact_rows_args(const FwdParams &p, int batch,
                                                               int head)
 {
-    const int head_kv = head / p.q_per_kv;
-    fx_exact_rows_args a;
-    a.q = static_cast<const char *>(p.q) +
-          (batch * p.q_batch_stride + head * p.q_head_stride) * kElemBytes;
-    a.k = static_cast<const char *>(p.k) +
-          (batch * p.k_batch_stride + head_kv * p.k_head_stride) * kElemBytes;
-    a.v = static_cast<const char *>(p.v) +
-          (batch * p.v_batch_stride + head_kv * p.v_head_stride) * kElemBytes;
-    a.o =
-        static_cast<char *>(p.o) + (batch * p.o_batch_stride + head * p.o_head_stride) * kElemBytes;
-    a.lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
-    a.q_row_stride = p.q_row_stride;
-    a.k_row_stride = p.k_row_stride;
-    a.v_row_stride = p.v_row_stride;
-    a.o_row_stride = p.o_row_stride;
-    a.seqlen_q = p.seqlen_q;
-    a.seqlen_k = p.seqlen_k;
-    a.head_dim = p.head_dim;
-    a.head_dim_v = p.head_dim_v;
-    a.causal = p.causal;
-    a.softmax_scale = p.softmax_scale;
-    a.scale_log2 = p.scale_log2;
-    return a;
+    return fx_exact_rows_view(p, batch, head, p.head_dim, p.head_dim_v, p.causal != 0);
 }
 
 /* Launches `kernel` on one CTA per (Q block, query head, batch) of Cfg's tile: the grid of

@@ -60,29 +60,24 @@ usage() {
 
 prebuilt="" reference="$root/build" json="" logs="" no_gpu=0 ptx_only=0 scope=""
 jobs=$(nproc 2> /dev/null || echo 2)
-args=()
-while (($#)); do
+# getopt(1) puts the options first and the operands after "--", wherever they were given.
+opts=$(getopt -q -o h -l prebuilt:,reference:,json:,logs:,jobs:,no-gpu,ptx-only,compile-only,help \
+    -- "$@") || die "unknown option, or an option without its value, in '$*' (see --help)"
+eval set -- "$opts"
+while :; do
     case $1 in
-        --prebuilt | --reference | --json | --logs | --jobs)
-            (($# >= 2)) || die "$1 needs a value"
-            case $1 in
-                --prebuilt) prebuilt=$2 ;;
-                --reference) reference=$2 ;;
-                --json) json=$2 ;;
-                --logs) logs=$2 ;;
-                --jobs) jobs=$2 ;;
-            esac
-            shift 2 ;;
+        --prebuilt) prebuilt=$2; shift 2 ;;
+        --reference) reference=$2; shift 2 ;;
+        --json) json=$2; shift 2 ;;
+        --logs) logs=$2; shift 2 ;;
+        --jobs) jobs=$2; shift 2 ;;
         --no-gpu) no_gpu=1; shift ;;
         --ptx-only) ptx_only=1 no_gpu=1 scope=--ptx-only; shift ;;
         --compile-only) ptx_only=1 no_gpu=1 scope=--compile-only; shift ;;
         -h | --help) usage ;;
         --) shift; break ;;
-        -*) die "unknown option $1 (see --help)" ;;
-        *) args+=("$1"); shift ;;
     esac
 done
-set -- ${args[@]+"${args[@]}"} "$@"
 (($# >= 1 && $# <= 2)) || usage
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs $jobs: a positive count"
 want=$1

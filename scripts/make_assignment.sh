@@ -38,18 +38,18 @@ usage() {
 die() { echo "make_assignment.sh: $*" >&2; exit 2; }
 
 solution=0 list=0
-args=()
-while (($#)); do
+# getopt(1) puts the options first and the operands after "--", wherever they were given.
+opts=$(getopt -q -o h -l solution,list,help -- "$@") ||
+    die "unknown option in '$*' (see --help)"
+eval set -- "$opts"
+while :; do
     case $1 in
         --solution) solution=1; shift ;;
         --list) list=1; shift ;;
         -h | --help) usage ;;
         --) shift; break ;;
-        -*) die "unknown option $1 (see --help)" ;;
-        *) args+=("$1"); shift ;;
     esac
 done
-set -- ${args[@]+"${args[@]}"} "$@"
 
 # The regions of one source file, checked: "line<TAB>name" per opening marker. Exit 2 (with
 # file:line) on an unclosed, nested or nameless region.

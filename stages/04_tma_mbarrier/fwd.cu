@@ -198,39 +198,6 @@ struct FwdParams {
     float scale_log2;       // softmax_scale · log2(e): exp(x·scale) = 2^(x·scale_log2)
 };
 
-/* UNIT(exact_rows_args) */
-/* The exact path's view (common/fx_exact_rows.cuh) of query head `head` of batch `batch`: its
- * rows of Q, O and LSE from row 0, the keys of its kv head from key 0, the whole sequences. */
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ fx_exact_rows_args exact_rows_args(const FwdParams &p, int batch,
-                                                              int head)
-{
-    const int head_kv = head / p.q_per_kv;
-    fx_exact_rows_args a;
-    a.q = static_cast<const char *>(p.q) +
-          (batch * p.q_batch_stride + head * p.q_head_stride) * kElemBytes;
-    a.k = static_cast<const char *>(p.k) +
-          (batch * p.k_batch_stride + head_kv * p.k_head_stride) * kElemBytes;
-    a.v = static_cast<const char *>(p.v) +
-          (batch * p.v_batch_stride + head_kv * p.v_head_stride) * kElemBytes;
-    a.o =
-        static_cast<char *>(p.o) + (batch * p.o_batch_stride + head * p.o_head_stride) * kElemBytes;
-    a.lse = p.lse + ((int64_t)batch * p.heads_q + head) * p.seqlen_q;
-    a.q_row_stride = p.q_row_stride;
-    a.k_row_stride = p.k_row_stride;
-    a.v_row_stride = p.v_row_stride;
-    a.o_row_stride = p.o_row_stride;
-    a.seqlen_q = p.seqlen_q;
-    a.seqlen_k = p.seqlen_k;
-    a.head_dim = Cfg::kHeadDim;
-    a.head_dim_v = Cfg::kHeadDim;
-    a.causal = kCausal;
-    a.softmax_scale = p.softmax_scale;
-    a.scale_log2 = p.scale_log2;
-    return a;
-}
-/* END UNIT */
-
 /*
  * GQA: the kv head of query head `head`, head / q_per_kv, as a multiply-high by
  * q_per_kv_mul = floor(2^32 / q_per_kv) + 1 (exact for head, q_per_kv < 2^16, which the
@@ -742,8 +709,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
     // follows.
     if (__any_sync(kFullWarp, !in_range)) {
         const int row_begin = m_block * Cfg::kBlockM + warp * Cfg::kRowsPerWarp;
-        fx_exact_rows<Element>(exact_rows_args<Cfg, kCausal>(p, batch, head), row_begin,
-                               min(row_begin + Cfg::kRowsPerWarp, p.seqlen_q));
+        fx_exact_rows<Element>(
+            fx_exact_rows_view(p, batch, head, Cfg::kHeadDim, Cfg::kHeadDim, kCausal), row_begin,
+            min(row_begin + Cfg::kRowsPerWarp, p.seqlen_q));
         return;
     }
     /* END UNIT */
