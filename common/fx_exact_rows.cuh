@@ -2,18 +2,20 @@
  * fx_exact_rows.cuh — the forward's exact path: rows of O and LSE computed again, slowly and
  * exactly, where the fast softmax of stages 03–09 could not represent them.
  *
- * The fast softmax (stage 05's softmax state draws it in full) takes P relative to R =
- * round(m·c), c = softmax_scale·log2(e), in one FFMA per score, P = 2^(fma(S, c, −R)). The
- * row's common factor 2^(m·c − R) cancels in O = P·V / ℓ and the LSE accounts for it, so the
- * fast path is exact up to its ordinary rounding while that factor is a number: its exponent
- * is within half an ulp of |m·c| of 0, at most 1 while |R| < 2^24 (FX_SOFTMAX_FAST_BELOW),
- * and unbounded past it (P = inf and then a NaN O from |m·c| ~ 2^31, which finite inputs
- * reach). A block whose |R| was larger earlier in the row either still has that factor near 1
- * (its R is within ~150 of the final one) or is scaled to exactly 0 by the online rescale, or
- * has left an inf in ℓ that the rescale turned into NaN. So one test per row after the
- * mainloop decides — the final |R| below 2^24 and ℓ finite — and it costs nothing inside the
- * loop. The rows that fail it (in practice only logits of magnitude ~1e7 and more, which no
- * trained model produces) come here.
+ * The fast softmax (stage 05's softmax state draws it in full) takes P relative to R = m·c
+ * rounded up to fp32, c = softmax_scale·log2(e), in one FFMA per score, P = 2^(fma(S, c, −R)).
+ * Since R >= m·c no P exceeds 1, so no P, ℓ or O overflows whatever the logits. Each block's
+ * P are exact relative to that block's R (one rounding each), the online rescale 2^(R_old −
+ * R_new) carries them exactly to the next R, and the LSE is R·ln 2 + ln ℓ: the fast path is
+ * exact up to its ordinary rounding as long as the row's largest P, 2^(m·c − R) for the last
+ * R, keeps the row's P above fp32's smallest normal — and 2^(m·c − R) > 2^−ulp(R), which is
+ * above 1/2 while |R| < 2^24 (FX_SOFTMAX_FAST_BELOW). An earlier block whose |R| was larger
+ * lies below the last R (R only grows), and its P weigh 2^(R_j − R_last) or less there: what
+ * it lost to its own small factor is lost in the last reference anyway, as in exact
+ * arithmetic. So one test per row after the mainloop decides — the last |R| below 2^24, and ℓ
+ * finite (a NaN input makes it NaN) — and it costs nothing inside the loop. The rows that
+ * fail it (in practice only logits of magnitude ~1e7 and more, which no trained model
+ * produces) come here.
  *
  * One warp computes one row at a time, from Q, K and V in global memory: lane l holds the
  * columns l, l + 32, …; S = q·k in fp32 (a butterfly sum: every lane gets the same value);
@@ -29,8 +31,8 @@
  * elements, row_stride elements apart; LSE rows are consecutive floats (natural log).
  * Causal is bottom-right aligned: row i sees key j iff j <= i + seqlen_k − seqlen_q.
  *
- * Sources: FA2 Algorithm 1 (the softmax it recomputes); docs/stage_shape.md, "Finite inputs
- * never give NaN" (why the test after the loop suffices, and what it measured).
+ * Sources: FA2 Algorithm 1 (the softmax it recomputes); docs/05_wgmma.md, the softmax state
+ * (the argument, drawn); docs/stage_shape.md, "The check after the loop" (what it measured).
  */
 #ifndef FX_EXACT_ROWS_CUH
 #define FX_EXACT_ROWS_CUH

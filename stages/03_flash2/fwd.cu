@@ -210,11 +210,12 @@ __device__ __forceinline__ LaneAddrs lane_addrs(uint32_t sQ, int warp, int lane)
 }
 
 /* UNIT(softmax_exp) */
-/* P = 2^(fma(S, c, −R)) in place, R = m_scaled = round(m·c), c = scale_log2: one FFMA and one
- * EX2 per score, and this lane's part of ℓ. The row's P all carry the factor 2^(m·c − R),
- * which cancels in O and which the LSE accounts for; past |R| = FX_SOFTMAX_FAST_BELOW it may
- * no longer be a number, and the epilogue's one check sends such rows to the exact path
- * (common/fx_exact_rows.cuh; stage 05's softmax state draws it in full). */
+/* P = 2^(fma(S, c, −R)) in place, R = m_scaled = m·c rounded up, c = scale_log2: one FFMA and
+ * one EX2 per score, none above 1, and this lane's part of ℓ. The row's P all carry the
+ * factor 2^(m·c − R), which cancels in O; the LSE, R·ln 2 + ln ℓ, is that of the P computed.
+ * Past |R| = FX_SOFTMAX_FAST_BELOW the factor may be small enough to lose the row, and the
+ * epilogue's one check sends such rows to the exact path (common/fx_exact_rows.cuh; stage
+ * 05's softmax state draws it in full). */
 template <class Cfg>
 __device__ __forceinline__ void softmax_exp(float (&acc_s)[Cfg::kMTiles][Cfg::kNTiles][4],
                                             float (&row_sum)[Cfg::kMTiles][2],
@@ -393,7 +394,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     }
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
-    // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = round(m·c) (softmax_exp).
+    // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = m·c rounded up (softmax_exp).
     // alpha = exp(m_old − m_new) = 2^(R_old − R_new) rescales what was accumulated so far,
     // from the same ROUNDED products as P (__fmul_rn: not fused into an FFMA with the
     // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
@@ -412,8 +413,9 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
             m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
             // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
-            m_scaled[i][h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
-            alpha[i][h] = fx_ex2(__fmul_rn(row_max[i][h], scale_log2) - m_scaled[i][h]);
+            // R = m·c rounded up, so that no P exceeds 1 (m = -inf: R = 0, every P 0).
+            m_scaled[i][h] = __fmul_ru(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+            alpha[i][h] = fx_ex2(__fmul_ru(row_max[i][h], scale_log2) - m_scaled[i][h]);
             row_max[i][h] = m_new;
             row_sum[i][h] *= alpha[i][h];
         }
@@ -564,15 +566,17 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
             float l = row_sum[i][h];
             l += __shfl_xor_sync(kFullWarp, l, 1);
             l += __shfl_xor_sync(kFullWarp, l, 2);
-            // The last block's R (0 for a row that saw no key), and ℓ finite (NaN fails too).
+            // The last block's R (0 for a row that saw no key): ℓ is relative to it, and the
+            // LSE is R·ln 2 + ln ℓ. In range: |R| below FX_SOFTMAX_FAST_BELOW, ℓ finite (NaN
+            // fails too).
             const float r =
-                __fmul_rn(row_max[i][h] == -INFINITY ? 0.f : row_max[i][h], p.scale_log2);
+                __fmul_ru(row_max[i][h] == -INFINITY ? 0.f : row_max[i][h], p.scale_log2);
             in_range = in_range && fabsf(r) < FX_SOFTMAX_FAST_BELOW && l < INFINITY;
             // ℓ = 0 only for a row that saw no key: O = 0 and LSE = -inf there, never NaN.
             // A NaN ℓ (NaN inputs) gets LSE = -inf too, as in FlashAttention; O stays NaN.
             const bool empty = (l == 0.f || l != l);
             const float inv_l = empty ? 0.f : 1.f / l;
-            lse[i][h] = empty ? -INFINITY : row_max[i][h] * p.softmax_scale + logf(l);
+            lse[i][h] = empty ? -INFINITY : r * FX_LN2 + logf(l);
 #pragma unroll
             for (int d = 0; d < Cfg::kDTiles; ++d) {
                 acc_o[i][d][2 * h] *= inv_l;

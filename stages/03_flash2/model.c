@@ -3,10 +3,11 @@
  *
  * Forward (fwd.cu, FA2 Algorithm 1): per (batch, query head) and Q block of kBlockM
  * rows, the K/V blocks of kBlockN keys from the last one that a row of the block sees down
- * to the first; per block the running max m, the unnormalised O and ℓ are rescaled by
- * α = 2^(m_old·scale_log2 − m_new·scale_log2), P = 2^(S·scale_log2 − m_new·scale_log2) is
- * added to ℓ in fp32 and rounded to the dtype before O += P·V; O /= ℓ and LSE = m·scale +
- * ln ℓ once at the end. m is kept in raw score units, as in the kernel.
+ * to the first; per block the running max m, its reference R = m·scale_log2 rounded up,
+ * the unnormalised O and ℓ rescaled by α = 2^(R_old − R_new), P = 2^(S·scale_log2 − R) added
+ * to ℓ in fp32 and rounded to the dtype before O += P·V; O /= ℓ and LSE = R·ln 2 + ln ℓ once
+ * at the end, or the row again on the exact path where the last |R| reached
+ * FX_SOFTMAX_FAST_BELOW (exact_row). m is kept in raw score units, as in the kernel.
  *
  * Backward (bwd.cu, FA2 Algorithm 2): the preprocess computes D = rowsum(dO∘O) and
  * LSE_log2 = LSE·log2 e (0 where LSE = -inf) and zeroes an fp32 dQaccum; then per (batch,
@@ -69,6 +70,15 @@ static float dot(const float *x, const float *y, int n)
     return fx_dot_f32(x, y, n);
 }
 
+/* a·b rounded toward +inf, as CUDA's __fmul_ru: the product rounded to nearest, one float up
+ * where that fell below the exact product (a float product is exact in double). -inf·b with
+ * b > 0 stays -inf. */
+static float mul_round_up(float a, float b)
+{
+    const float r = a * b;
+    return (double)r < (double)a * (double)b ? nextafterf(r, INFINITY) : r;
+}
+
 /* The exact path (common/fx_exact_rows.cuh) for row `row` of head `h_kv`'s query head: two
  * passes over the keys it sees, m first, then P = 2^((S − m)·c) — 1 for the maximum —, ℓ and
  * O = P·V in fp32, O rounded once. The kernel sums S in another order (a warp's butterfly);
@@ -111,7 +121,6 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int group = p->heads_q / p->heads_kv;
-    const float scale = (float)p->softmax_scale;
     const float scale_log2 = (float)(p->softmax_scale * 1.4426950408889634);
     const fx_tiles_03 tiles = fx_fwd_tiles_03(head_dim);
     const int kBlockM = tiles.block_m, kBlockN = tiles.block_n;
@@ -158,13 +167,13 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                             m_new = fmaxf(m_new, S[c]);
                         }
                         /* Online softmax, O left unnormalised (lines 9-10). */
-                        const float m_scaled = (m_new == -INFINITY ? 0.0f : m_new) * scale_log2;
-                        /* The product rounded on its own, as the kernel's __fmul_rn: alpha
-                         * must be 2^(m_scaled_old − m_scaled), the m_scaled_old the earlier
-                         * P used (fwd.cu, the online softmax). A statement of its own: C
-                         * contracts a*b − c into an FMA only within one expression (and
-                         * GCC in ISO C mode, this build's -std=c11, not at all). */
-                        const float m_scaled_old = row_max * scale_log2;
+                        /* R = m·c rounded up, as the kernel's __fmul_ru (no P exceeds 1):
+                         * alpha must be 2^(m_scaled_old − m_scaled), the m_scaled_old the
+                         * earlier P used (fwd.cu, the online softmax), the product rounded on
+                         * its own, not fused into an FMA with the subtraction. */
+                        const float m_scaled =
+                            mul_round_up(m_new == -INFINITY ? 0.0f : m_new, scale_log2);
+                        const float m_scaled_old = mul_round_up(row_max, scale_log2);
                         const float alpha = exp2f(m_scaled_old - m_scaled);
                         row_max = m_new;
                         row_sum *= alpha;
@@ -184,7 +193,8 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                     }
                     /* The fast path's one check (fwd.cu, the epilogue): the last R and ℓ.
                      * The kernel decides for a whole warp; here the row decides alone. */
-                    const float r_last = (row_max == -INFINITY ? 0.0f : row_max) * scale_log2;
+                    const float r_last =
+                        mul_round_up(row_max == -INFINITY ? 0.0f : row_max, scale_log2);
                     if (!(fabsf(r_last) < FX_SOFTMAX_FAST_BELOW && row_sum < INFINITY)) {
                         exact_row(p, q_row, k, v, b, h_kv, row,
                                   o + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h),
@@ -198,7 +208,7 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                     for (int col = 0; col < head_dim; ++col)
                         o_row[col] = fx_round(p->dtype, acc_o[col] * inv_l);
                     lse[((size_t)b * p->heads_q + h) * seqlen_q + row] =
-                        empty ? -INFINITY : row_max * scale + logf(row_sum);
+                        empty ? -INFINITY : r_last * FX_LN2 + logf(row_sum);
                 }
             }
         }

@@ -298,24 +298,24 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
  * Softmax state: the online softmax of FA2 Algorithm 1 for this thread's two rows
  *
  * P = exp(S·scale − m·scale) = 2^(S·c − m·c), c = scale·log2(e), taken relative to the
- * reference R = round(m·c): one FFMA per score, 2^(fma(S, c, −R)), as FlashAttention does.
- * Every P of a row then carries the same factor 2^(m·c − R), which cancels in O = P·V / ℓ and
- * which the LSE accounts for, so the rounding of R costs nothing while that factor is a
- * number: its exponent is within half an ulp of |m·c| of 0, at most 1 below |R| = 2^24
- * (FX_SOFTMAX_FAST_BELOW), unbounded past it (P = inf and a NaN O from |m·c| ~ 2^31, logits
- * that finite inputs reach). Nothing in the mainloop tests for it: softmax_finalize checks
- * each row once, and the epilogue sends a warpgroup with a row out of range to the exact path
- * (common/fx_exact_rows.cuh says why one check after the loop suffices). The online rescale
- * alpha = 2^(R_old − R_new) comes from the same rounded products as P, so ℓ and the LSE agree
- * with the P a backward recomputes (stage 03 measured why, docs/03_flash2.md "The LSE must
- * match the forward's P").
+ * reference R = m·c rounded up to fp32: one FFMA per score, 2^(fma(S, c, −R)), as
+ * FlashAttention does, and since R >= m·c no P exceeds 1. Every P of a row carries the same
+ * factor 2^(m·c − R) ∈ (2^−ulp(R), 1], which cancels in O = P·V / ℓ; the LSE is R·ln 2 + ln ℓ,
+ * the LSE of the P computed, so that factor costs nothing either — while it is not so small
+ * that the row's P vanish: below |R| = 2^24 (FX_SOFTMAX_FAST_BELOW) it is above 1/2, and far
+ * past it (|m·c| ~ 2^31, logits that finite inputs reach) every P of the block is 0. Nothing
+ * in the mainloop tests for it: softmax_finalize checks each row's last R once, and the
+ * epilogue sends a warpgroup with a row out of range to the exact path (common/fx_exact_rows.cuh
+ * says why one check after the loop suffices). The online rescale alpha = 2^(R_old − R_new)
+ * comes from the same rounded products as P, so ℓ and the LSE agree with the P a backward
+ * recomputes (stage 03 measured why, docs/03_flash2.md "The LSE must match the forward's P").
  * ------------------------------------------------------------------------------ */
 
 struct SoftmaxState {
     float row_max[2];  // m of rows g and g + 8 (unscaled S; -inf before any visible key)
     float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
     // Of the block between softmax_max and softmax_exp (the last block's after the loop):
-    float m_scaled[2];  // R = round(m·c), the reference of its P
+    float m_scaled[2];  // R = m·c rounded up, the reference of its P
     float alpha[2];  // 2^(R_old − R_new) ≈ exp(m_old − m_new), O's rescale (softmax_rescale_o)
 };
 
@@ -360,10 +360,11 @@ __device__ __forceinline__ void softmax_max(SoftmaxState &sm, const float (&acc_
             m_new = fmaxf(m_new, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
         m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
         m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
-        // A row that has seen only masked keys keeps m = -inf: exponentiate against 0, so
-        // every P is 0 and no -inf - (-inf) = NaN appears.
-        sm.m_scaled[h] = __fmul_rn(m_new == -INFINITY ? 0.f : m_new, scale_log2);  // R
-        sm.alpha[h] = fx_ex2(__fmul_rn(sm.row_max[h], scale_log2) - sm.m_scaled[h]);
+        // R = m·c rounded up, so that no P exceeds 1. A row that has seen only masked keys
+        // keeps m = -inf: exponentiate against 0, so every P is 0 and no -inf - (-inf) = NaN
+        // appears.
+        sm.m_scaled[h] = __fmul_ru(m_new == -INFINITY ? 0.f : m_new, scale_log2);
+        sm.alpha[h] = fx_ex2(__fmul_ru(sm.row_max[h], scale_log2) - sm.m_scaled[h]);
         sm.row_max[h] = m_new;
         sm.row_sum[h] *= sm.alpha[h];
     }
@@ -384,13 +385,14 @@ __device__ __forceinline__ void softmax_rescale_o(float (&acc_o)[Cfg::kAccO],
 }
 
 /* ℓ over the row (its 4 lanes), O /= ℓ once (FA2 Algorithm 1, line 12), and the LSE of the
- * two rows in natural-log units. ℓ = 0 is a row that saw no key: O = 0, LSE = -inf. A NaN ℓ
+ * two rows in natural-log units, R·ln 2 + ln ℓ (ℓ is relative to the last R). ℓ = 0 is a row
+ * that saw no key: O = 0, LSE = -inf. A NaN ℓ
  * (NaN inputs) gets LSE = -inf too, as in FlashAttention; its O stays NaN (NaN · 0), so the
  * NaN is not hidden. Returns whether both rows are within the fast path's range — the last
  * |R| below FX_SOFTMAX_FAST_BELOW and ℓ finite (NaN and inf fail) — the one test of it. */
 template <class Cfg>
 __device__ __forceinline__ bool softmax_finalize(const SoftmaxState &sm, float (&acc_o)[Cfg::kAccO],
-                                                 float softmax_scale, float (&lse)[2])
+                                                 float (&lse)[2])
 {
     bool in_range = true;
 #pragma unroll
@@ -401,7 +403,7 @@ __device__ __forceinline__ bool softmax_finalize(const SoftmaxState &sm, float (
         in_range = in_range && fabsf(sm.m_scaled[h]) < FX_SOFTMAX_FAST_BELOW && l < INFINITY;
         const bool empty = (l == 0.f || l != l);
         const float inv_l = empty ? 0.f : 1.f / l;
-        lse[h] = empty ? -INFINITY : sm.row_max[h] * softmax_scale + logf(l);
+        lse[h] = empty ? -INFINITY : sm.m_scaled[h] * FX_LN2 + logf(l);
 #pragma unroll
         for (int d = 0; d < Cfg::kDTiles; ++d) {
             acc_o[4 * d + 2 * h] *= inv_l;
@@ -651,7 +653,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
                                          const SoftmaxState &sm)
 {
     float lse[2];
-    const bool in_range = softmax_finalize<Cfg>(sm, acc_o, p.softmax_scale, lse);
+    const bool in_range = softmax_finalize<Cfg>(sm, acc_o, lse);
 
     unsigned char *sO = reinterpret_cast<unsigned char *>(smem.q);
     const int local_row0 = c.consumer * kWgmmaM + c.warp_in_wg * kRowsPerWarp;
