@@ -467,7 +467,7 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
     // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = m·c rounded up (softmax_exp).
     // alpha = exp(m_old − m_new) = 2^(R_old − R_new) rescales what was accumulated so far,
-    // from the same ROUNDED products as P (__fmul_rn: not fused into an FFMA with the
+    // from the same ROUNDED products as P (__fmul_ru: not fused into an FFMA with the
     // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
     // (docs/03_flash2.md, "The LSE must match the forward's P").
     float m_scaled[kM][2], alpha[kM][2];
