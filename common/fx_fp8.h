@@ -112,7 +112,8 @@ float fx_fp8_descale(float amax);
 /* Quantizes x (t's layout, finite values) into t: the descale of each group of elements
  * that `scaling` names, then codes = e4m3(x / descale), the quotient rounded once to fp32
  * (a zero descale gives codes 0). heads_per_group: for PER_HEAD, how many consecutive heads
- * share a descale (heads_q / heads_kv for Q, 1 for K and V); ignored otherwise. */
+ * share a descale (heads_q / heads_kv for Q, 1 for K and V); ignored otherwise. Aborts with a
+ * message when t's heads are not a multiple of it. Rows run in parallel (OpenMP). */
 void fx_fp8_quantize(const float *x, fx_fp8_scaling scaling, int heads_per_group, fx_fp8_tensor *t);
 
 /* The values t holds, descale·e4m3(code), as floats in t's layout (the "dequantized"

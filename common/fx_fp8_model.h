@@ -89,7 +89,9 @@ typedef struct fx_fp8_recipe {
 /* Quantizes fp32 Q, K, V (fx_problem.h's layouts) for p by recipe r: with r.incoherent, Q
  * and K first go through fx_fp8_incoherent (on copies: q and k are left unchanged); then
  * each tensor is quantized with r.scaling in blocks of the tiles. PER_HEAD groups Q's heads
- * by KV head. Allocates *out (free with fx_fp8_inputs_free). */
+ * by KV head. Allocates *out (free with fx_fp8_inputs_free). Aborts with a message on tiles
+ * of 0 rows (fx_fp8_tiles_for of an unlisted head_dim) or, with r.incoherent, a head_dim
+ * that is not a power of two. */
 void fx_fp8_prepare(const fx_problem *p, const float *q, const float *k, const float *v,
                     fx_fp8_recipe r, fx_fp8_inputs *out);
 void fx_fp8_inputs_free(fx_fp8_inputs *in);
