@@ -41,6 +41,14 @@ FX_DRAW_FN uint32_t fx_draw_float_bits(float x)
     return u;
 }
 
+/* The float whose bit pattern is u (the inverse of fx_draw_float_bits). */
+FX_DRAW_FN float fx_draw_bits_float(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* bf16 is the top half of a float: same sign and 8-bit exponent, 7 mantissa bits.
  * Rounding adds just under half of the dropped 16 bits, plus 1 when the kept part is
  * odd, so an exact tie (low half 0x8000) rounds to the even neighbour. A carry out of

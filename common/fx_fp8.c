@@ -22,13 +22,6 @@
 
 /* ---- e4m3 ----------------------------------------------------------------------------- */
 
-static float float_of_bits(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 uint8_t fx_e4m3_from_float(float x)
 {
     const uint32_t u = fx_draw_float_bits(x);
@@ -76,13 +69,13 @@ float fx_e4m3_to_float(uint8_t code)
     const uint32_t e = (code >> 3) & 0xfu;
     const uint32_t mant = code & 0x7u;
     if (e == 0xfu && mant == 0x7u) /* S.1111.111: NaN (no infinity in e4m3) */
-        return float_of_bits(sign | 0x7fc00000u);
+        return fx_draw_bits_float(sign | 0x7fc00000u);
     if (e == 0) { /* zero or subnormal: mant·2^-9, exact */
         const float v = (float)mant * FX_E4M3_MIN_SUBNORMAL;
         return sign ? -v : v;
     }
     /* (1 + mant/8)·2^(e − 7): the float with exponent e − 7 and mant on top of its mantissa */
-    return float_of_bits(sign | ((e - 7u + 127u) << 23) | (mant << 20));
+    return fx_draw_bits_float(sign | ((e - 7u + 127u) << 23) | (mant << 20));
 }
 
 float fx_e4m3_round(float x)

@@ -21,13 +21,6 @@
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"
 #endif
 
-static float bits_float(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* The float-to-bits conversions are fx_draw.h's, which the device's fill shares. */
 uint16_t fx_float_to_bf16(float x)
 {
@@ -36,7 +29,7 @@ uint16_t fx_float_to_bf16(float x)
 
 float fx_bf16_to_float(uint16_t h)
 {
-    return bits_float((uint32_t)h << 16);
+    return fx_draw_bits_float((uint32_t)h << 16);
 }
 
 uint16_t fx_float_to_fp16(float x)
@@ -54,8 +47,8 @@ float fx_fp16_to_float(uint16_t h)
         return sign ? -v : v;
     }
     if (e == 31) /* inf or NaN, payload kept */
-        return bits_float(sign | 0x7f800000u | (mant << 13));
-    return bits_float(sign | ((e - 15 + 127) << 23) | (mant << 13));
+        return fx_draw_bits_float(sign | 0x7f800000u | (mant << 13));
+    return fx_draw_bits_float(sign | ((e - 15 + 127) << 23) | (mant << 13));
 }
 
 uint16_t fx_float_to_bits(fx_dtype dt, float x)
