@@ -32,6 +32,12 @@ struct Config {
     static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
     static constexpr int kStages = kStages_;                 // K/V ring depth
+    // K's release: true, after the S GEMM on k_empty, a softmax and a PV GEMM before V's on
+    // v_empty, so that a producer warpgroup can refill K meanwhile (stage 06 on); false, with
+    // V's after the PV GEMM, on v_empty alone (stage 05: thread 0 refills only after its own
+    // PV GEMM, and the extra arrival and wait per block measured slower, docs/05_wgmma.md).
+    // It selects in load_kv and mainloop_step; 07's and later mainloops assume it true.
+    static constexpr bool kReleaseKAfterS = false;
     static constexpr int kNThreads = kNumConsumers * kWarpgroupThreads;
     static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
     static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
@@ -81,8 +87,8 @@ struct SharedStorage {
     uint64_t q_full;                 // Q has landed (one phase: Q is loaded once)
     uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
     uint64_t v_full[Cfg::kStages];   // V of stage s has landed
-    uint64_t k_empty[Cfg::kStages];  // every consumer warp is done with K of stage s
-    uint64_t v_empty[Cfg::kStages];  // ... and with V of stage s
+    uint64_t k_empty[Cfg::kStages];  // kReleaseKAfterS: every consumer warp is done with K of s
+    uint64_t v_empty[Cfg::kStages];  // ... with V of s (without kReleaseKAfterS: K and V)
 };
 
 /* Dynamic shared memory per CTA: the plan plus the slack for rounding the base up to the
@@ -211,11 +217,13 @@ __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &
                                         int batch)
 {
     if (refill)
-        fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
+        fx_mbarrier_wait(fx_smem_addr(Cfg::kReleaseKAfterS ? &smem.k_empty[write.stage]
+                                                           : &smem.v_empty[write.stage]),
+                         write.phase ^ 1);
     load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
                    fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv,
                    n_block * Cfg::kBlockN, batch);
-    if (refill)
+    if (refill && Cfg::kReleaseKAfterS)
         fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
     load_tile<Cfg>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
                    fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,
@@ -533,8 +541,8 @@ __device__ __forceinline__ void mainloop_step(const ConsumerCtx &c, SharedStorag
                           c.consumer);
     fx_wgmma_wait<0>();
     fx_wgmma_fence_operand(acc_s);
-    // K is read no more: released a softmax and a PV GEMM earlier than V.
-    if (c.lane == 0)
+    // K is read no more: released a softmax and a PV GEMM earlier than V (kReleaseKAfterS).
+    if (Cfg::kReleaseKAfterS && c.lane == 0)
         fx_mbarrier_arrive(fx_smem_addr(&smem.k_empty[read.stage]));
 
     // ---- Mask, online softmax, O rescale (no PV group is in flight: O is ours) ----

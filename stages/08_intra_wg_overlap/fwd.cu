@@ -36,8 +36,13 @@ struct Config {
     static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
     static constexpr int kStages = kStages_;                 // K/V ring depth
-    // One producer warpgroup (warpgroup 0) beside the consumers.
-    static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;
+    // K's release: true, after the S GEMM on k_empty, a softmax and a PV GEMM before V's on
+    // v_empty, so that a producer warpgroup can refill K meanwhile (stage 06 on); false, with
+    // V's after the PV GEMM, on v_empty alone (stage 05: thread 0 refills only after its own
+    // PV GEMM, and the extra arrival and wait per block measured slower, docs/05_wgmma.md).
+    // It selects in load_kv and mainloop_step; 07's and later mainloops assume it true.
+    static constexpr bool kReleaseKAfterS = true;
+    static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;  // + producer
     static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
     static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs per row
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
@@ -49,9 +54,8 @@ struct Config {
     static constexpr int kDTiles = kHeadDim / 8;  // n8 column blocks of O
     static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
     static constexpr int kSlabKVBytes = kBlockN * kSlabRowBytes;
-    // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: the
-    // producer's and the consumers' must fit (kNumConsumers + 1) entry caps (65536 /
-    // kNThreads), or setmaxnreg.inc waits for registers that never come back.
+    // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: they
+    // must fit (kNumConsumers + 1) entry caps, or setmaxnreg.inc waits for them forever.
     static constexpr int kProducerRegs = kProducerRegs_;
     static constexpr int kConsumerRegs = kConsumerRegs_;
     static constexpr int kEntryRegs = (65536 / kNThreads) / 8 * 8;
@@ -74,9 +78,8 @@ struct Config {
  *  - d=128: 2 consumer warpgroups, 128×128: S 64 + O 64 + P 32.
  *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 16 (O dominates; a wider kBlockN
  *    would need S 64 more).
- * Registers after setmaxnreg (the budgets of the public FA3 kernels): d=64, 512 threads:
- * entry cap 128, producer 32, consumers 160 (32 + 3·160 = 512); d=128 and 256, 384 threads:
- * entry cap 168, producer 24, consumers 240 (24 + 2·240 = 504).
+ * Registers after setmaxnreg (the public FA3's budgets): d=64, 512 threads, entry cap 128,
+ * producer 32, consumers 160; d=128 and 256, 384 threads, entry cap 168, producer 24, 240.
  */
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
 using ConfigD128 = Config<128, 2, 128, 2, 24, 240>;
@@ -96,8 +99,8 @@ struct SharedStorage {
     uint64_t q_full;                 // Q has landed (one phase: Q is loaded once)
     uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
     uint64_t v_full[Cfg::kStages];   // V of stage s has landed
-    uint64_t k_empty[Cfg::kStages];  // every consumer warp is done with K of stage s
-    uint64_t v_empty[Cfg::kStages];  // ... and with V of stage s
+    uint64_t k_empty[Cfg::kStages];  // kReleaseKAfterS: every consumer warp is done with K of s
+    uint64_t v_empty[Cfg::kStages];  // ... with V of s (without kReleaseKAfterS: K and V)
 };
 
 /* Dynamic shared memory per CTA: the plan plus the slack for rounding the base up to the
@@ -218,11 +221,13 @@ __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &
                                         int batch)
 {
     if (refill)
-        fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
+        fx_mbarrier_wait(fx_smem_addr(Cfg::kReleaseKAfterS ? &smem.k_empty[write.stage]
+                                                           : &smem.v_empty[write.stage]),
+                         write.phase ^ 1);
     load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
                    fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv,
                    n_block * Cfg::kBlockN, batch);
-    if (refill)
+    if (refill && Cfg::kReleaseKAfterS)
         fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
     load_tile<Cfg>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
                    fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,

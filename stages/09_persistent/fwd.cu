@@ -59,8 +59,13 @@ struct Config {
     static constexpr int kBlockM = kNumConsumers * kWgmmaM;  // query rows per CTA
     static constexpr int kBlockN = kBlockN_;                 // keys per K/V block
     static constexpr int kStages = kStages_;                 // K/V ring depth
-    // One producer warpgroup (warpgroup 0) beside the consumers.
-    static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;
+    // K's release: true, after the S GEMM on k_empty, a softmax and a PV GEMM before V's on
+    // v_empty, so that a producer warpgroup can refill K meanwhile (stage 06 on); false, with
+    // V's after the PV GEMM, on v_empty alone (stage 05: thread 0 refills only after its own
+    // PV GEMM, and the extra arrival and wait per block measured slower, docs/05_wgmma.md).
+    // It selects in load_kv and mainloop_step; 07's and later mainloops assume it true.
+    static constexpr bool kReleaseKAfterS = true;
+    static constexpr int kNThreads = (kNumConsumers + 1) * kWarpgroupThreads;  // + producer
     static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
     static constexpr int kSlabs = kHeadDim / kSlabCols;    // 64-column slabs per Q, K row
     static constexpr int kSlabsV = kHeadDimV / kSlabCols;  // ... per V, O row
@@ -73,9 +78,8 @@ struct Config {
     static constexpr int kDTiles = kHeadDimV / 8;  // n8 column blocks of O
     static constexpr int kSlabQBytes = kBlockM * kSlabRowBytes;
     static constexpr int kSlabKVBytes = kBlockN * kSlabRowBytes;
-    // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: the
-    // producer's and the consumers' must fit (kNumConsumers + 1) entry caps (65536 /
-    // kNThreads), or setmaxnreg.inc waits for registers that never come back.
+    // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: they
+    // must fit (kNumConsumers + 1) entry caps, or setmaxnreg.inc waits for them forever.
     static constexpr int kProducerRegs = kProducerRegs_;
     static constexpr int kConsumerRegs = kConsumerRegs_;
     static constexpr int kEntryRegs = (65536 / kNThreads) / 8 * 8;
@@ -173,8 +177,8 @@ struct SharedStorage {
     uint64_t tile_empty[2];
     uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
     uint64_t v_full[Cfg::kStages];   // V of stage s has landed
-    uint64_t k_empty[Cfg::kStages];  // every consumer warp is done with K of stage s
-    uint64_t v_empty[Cfg::kStages];  // ... and with V of stage s
+    uint64_t k_empty[Cfg::kStages];  // kReleaseKAfterS: every consumer warp is done with K of s
+    uint64_t v_empty[Cfg::kStages];  // ... with V of s (without kReleaseKAfterS: K and V)
 };
 
 /* Dynamic shared memory per CTA: the plan plus the slack for rounding the base up to the
@@ -303,11 +307,13 @@ __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &
 {
     const int row = key_row0 + n_block * Cfg::kBlockN;
     if (refill)
-        fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
+        fx_mbarrier_wait(fx_smem_addr(Cfg::kReleaseKAfterS ? &smem.k_empty[write.stage]
+                                                           : &smem.v_empty[write.stage]),
+                         write.phase ^ 1);
     load_tile<Cfg, Cfg::kSlabs>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
                                 fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv, row,
                                 batch);
-    if (refill)
+    if (refill && Cfg::kReleaseKAfterS)
         fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
     load_tile<Cfg, Cfg::kSlabsV>(fx_smem_addr(smem.v[write.stage]), &p.tma_v,
                                  fx_smem_addr(&smem.v_full[write.stage]), Cfg::kBlockN, head_kv,

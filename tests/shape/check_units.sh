@@ -65,12 +65,16 @@ for stage in "$stages_dir"/[0-9][0-9]*/; do
                     if (changed !~ /^changed: *[^ ]/)
                         fail("UNIT(" name "): after the name, only \"changed: <why>\"")
                 }
+                # A reason too long for one line goes on in the same comment: the lines up to
+                # its "*/" belong to the marker, not to the code of the unit.
+                in_marker = ($0 !~ /\*\//)
                 open = 1; n++
                 file = out "." n ".code"
                 printf "%s\t%s\t%s\n", n, name, (changed == "" ? "-" : "changed") >> (out ".list")
                 printf "" > file
                 next
             }
+            in_marker { if ($0 ~ /\*\//) in_marker = 0; next }
             /\/\* END UNIT \*\// {
                 if (!open) fail("END UNIT without UNIT")
                 open = 0; close(file); next
