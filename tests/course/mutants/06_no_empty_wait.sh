@@ -7,8 +7,10 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 f=$1/stages/06_warp_specialized/fwd.cu
 replace_once "$f" "    if (refill)
-        fx_mbarrier_wait(fx_smem_addr(&smem.k_empty[write.stage]), write.phase ^ 1);
+        fx_mbarrier_wait(fx_smem_addr(Cfg::kReleaseKAfterS ? &smem.k_empty[write.stage]
+                                                           : &smem.v_empty[write.stage]),
+                         write.phase ^ 1);
 " ""
-replace_once "$f" "    if (refill)
+replace_once "$f" "    if (refill && Cfg::kReleaseKAfterS)
         fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
 " ""
