@@ -161,6 +161,12 @@ static size_t row_at(const fx_fp8_tensor *t, int b, int row, int h)
     return (((size_t)b * t->seqlen + row) * t->heads + h) * t->head_dim;
 }
 
+/* The descale δ of row `row` of head h of batch b (descale is [batch, heads, n_blocks]). */
+static float row_descale(const fx_fp8_tensor *t, int b, int row, int h)
+{
+    return t->descale[((size_t)b * t->heads + h) * fx_fp8_tensor_blocks(t) + row / t->block_rows];
+}
+
 /* The largest |x| over rows [r0, r1) of head h of batch b. */
 static float block_amax(const fx_fp8_tensor *t, const float *x, int b, int h, int r0, int r1)
 {
@@ -219,8 +225,7 @@ void fx_fp8_quantize(const float *x, fx_fp8_scaling scaling, int heads_per_group
     for (int b = 0; b < t->batch; ++b)
         for (int row = 0; row < t->seqlen; ++row)
             for (int h = 0; h < t->heads; ++h) {
-                const float delta =
-                    t->descale[((size_t)b * t->heads + h) * per_bh + row / t->block_rows];
+                const float delta = row_descale(t, b, row, h);
                 const size_t at = row_at(t, b, row, h);
                 for (int d = 0; d < t->head_dim; ++d)
                     t->codes[at + d] = delta == 0.0f ? 0 : fx_e4m3_from_float(x[at + d] / delta);
@@ -229,13 +234,11 @@ void fx_fp8_quantize(const float *x, fx_fp8_scaling scaling, int heads_per_group
 
 void fx_fp8_dequantize(const fx_fp8_tensor *t, float *x)
 {
-    const int n_blocks = fx_fp8_tensor_blocks(t);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < t->batch; ++b)
         for (int row = 0; row < t->seqlen; ++row)
             for (int h = 0; h < t->heads; ++h) {
-                const float delta =
-                    t->descale[((size_t)b * t->heads + h) * n_blocks + row / t->block_rows];
+                const float delta = row_descale(t, b, row, h);
                 const size_t at = row_at(t, b, row, h);
                 for (int d = 0; d < t->head_dim; ++d)
                     x[at + d] = delta * fx_e4m3_to_float(t->codes[at + d]);
