@@ -62,9 +62,9 @@ fx_tma_tiled fx_tma_tiled_qkv(const void *base, fx_dtype dtype, fx_layout l, int
 
 int fx_tma_validate(const fx_tma_tiled *t, char *why, size_t why_len)
 {
-    if (t->dtype != FX_BF16 && t->dtype != FX_FP16)
+    if (t->dtype != FX_BF16 && t->dtype != FX_FP16 && t->dtype != FX_E4M3)
         return fail(why, why_len, FX_TMA_BAD_ARGS,
-                    "dtype %d: tensor maps here take bf16 or fp16 only", (int)t->dtype);
+                    "dtype %d: tensor maps here take bf16, fp16 or e4m3 only", (int)t->dtype);
     const uint64_t esize = fx_dtype_bytes(t->dtype);
     if (t->rank < 2 || t->rank > FX_TMA_MAX_RANK)
         return fail(why, why_len, FX_TMA_BAD_ARGS, "rank %d is outside 2..%d", t->rank,
@@ -193,8 +193,11 @@ int fx_tma_encode_tiled(CUtensorMap *map, const fx_tma_tiled *t, char *why, size
         if (i + 1 < t->rank)
             strides[i] = t->global_stride_bytes[i];
     }
-    const CUtensorMapDataType type =
-        t->dtype == FX_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    /* e4m3 moves as bytes: TMA copies, it does not convert (CUTLASS maps 8-bit floats to
+     * UINT8 too). */
+    const CUtensorMapDataType type = t->dtype == FX_BF16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                     : t->dtype == FX_FP16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_UINT8;
     CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
     switch (t->swizzle) {
     case FX_TMA_SWIZZLE_32B: swizzle = CU_TENSOR_MAP_SWIZZLE_32B; break;

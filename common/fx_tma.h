@@ -69,7 +69,7 @@ typedef enum fx_tma_l2_promotion {
 /* A tiled tensor map request. Interleave is always none and out-of-bounds elements are
  * filled with zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE): a box past seqlen loads zeros. */
 typedef struct fx_tma_tiled {
-    fx_dtype dtype;                       /* FX_BF16 or FX_FP16 (2-byte elements)     */
+    fx_dtype dtype;                       /* FX_BF16, FX_FP16 (2 bytes) or FX_E4M3 (1) */
     int rank;                             /* 2 .. 5                                   */
     const void *global_address;           /* device pointer, 16-byte aligned          */
     uint64_t global_dim[FX_TMA_MAX_RANK]; /* elements                                 */

@@ -13,6 +13,9 @@ set -euo pipefail
 
 ns=(64 80 96 128 176 192 256)  # the N of m64nNk16 the stages instantiate (kBlockN and head_dim)
 types=("bf16 bf16" "fp16 f16")   # suffix of the wrapper, PTX type name
+# The N of m64nNk32.e4m3 (stage 10): kBlockN 160, 224, 64 for S = QKᵀ; head_dim 64, 128, 256
+# for O = PV.
+ns8=(64 128 160 224 256)
 
 # "{%first, ..., %(first+count-1)}"
 reg_list() {
@@ -52,6 +55,12 @@ cat <<'HEAD'
  *       A and B in shared memory, through matrix descriptors (wgmma_desc.h)
  *   fx_wgmma_m64n<N>k16_rs_<t><TransB>(d, a, desc_b, accumulate)
  *       A from four b32 registers per thread (the m16n8k16-like A fragment), B in smem
+ * and, for stage 10, wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3 (8-bit operands:
+ * k = 32 per instruction, and no transpose immediates: both operands must be K-major):
+ *   fx_wgmma_m64n<N>k32_ss_e4m3(d, desc_a, desc_b, accumulate)
+ *   fx_wgmma_m64n<N>k32_rs_e4m3(d, a, desc_b, accumulate)
+ *       A from four b32 registers of four e4m3 each (the 8-bit A fragment: stage 10's
+ *       fwd.cu draws it)
  * d is the thread's N/2 fp32 accumulators (layout: hopper.cuh, stage-05 section);
  * accumulate = false overwrites D (the scale-d predicate); scale-a and scale-b are 1.
  * Included by common/ptx/hopper.cuh inside its sm_90a-only section.
@@ -113,6 +122,48 @@ EOF2
     done
 done
 
+for n in "${ns8[@]}"; do
+    acc=$((n / 2))
+    op="wgmma.mma_async.sync.aligned.m64n${n}k32.f32.e4m3.e4m3"
+    rs_a="{%${acc}, %$((acc + 1)), %$((acc + 2)), %$((acc + 3))}"
+    cat <<EOF2
+
+/* ${op}, SS: A and B K-major. */
+static __device__ __forceinline__ void fx_wgmma_m64n${n}k32_ss_e4m3(float (&d)[${acc}],
+                                                                  uint64_t desc_a,
+                                                                  uint64_t desc_b, bool accumulate)
+{
+    asm volatile(
+        "{\\n"
+        "  .reg .pred p;\\n"
+        "  setp.ne.b32 p, %$((acc + 2)), 0;\\n"
+        "  ${op} "
+        "$(reg_list 0 "$acc"), "
+        "%${acc}, %$((acc + 1)), p, 1, 1;\\n"
+        "}\\n"
+        : $(acc_operands "$acc")
+        : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate));
+}
+
+/* ${op}, RS: 16 e4m3 of A per thread. */
+static __device__ __forceinline__ void fx_wgmma_m64n${n}k32_rs_e4m3(float (&d)[${acc}],
+                                                                  const uint32_t (&a)[4],
+                                                                  uint64_t desc_b, bool accumulate)
+{
+    asm volatile(
+        "{\\n"
+        "  .reg .pred p;\\n"
+        "  setp.ne.b32 p, %$((acc + 5)), 0;\\n"
+        "  ${op} "
+        "$(reg_list 0 "$acc"), "
+        "${rs_a}, %$((acc + 4)), p, 1, 1;\\n"
+        "}\\n"
+        : $(acc_operands "$acc")
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate));
+}
+EOF2
+done
+
 cat <<'MID'
 
 #else /* a device pass for sm_90 without the 'a' features: see hopper.cuh */
@@ -129,6 +180,16 @@ for n in "${ns[@]}"; do
         # shellcheck disable=SC2059
         printf "$rs_fmt" "$n" "$suffix" "$((n / 2))"
     done
+done
+ss8_fmt='static __device__ void fx_wgmma_m64n%sk32_ss_e4m3'
+ss8_fmt+='(float (&)[%s], uint64_t, uint64_t, bool) = delete;\n'
+rs8_fmt='static __device__ void fx_wgmma_m64n%sk32_rs_e4m3'
+rs8_fmt+='(float (&)[%s], const uint32_t (&)[4], uint64_t, bool) = delete;\n'
+for n in "${ns8[@]}"; do
+    # shellcheck disable=SC2059 # the formats are the two strings above
+    printf "$ss8_fmt" "$n" "$((n / 2))"
+    # shellcheck disable=SC2059
+    printf "$rs8_fmt" "$n" "$((n / 2))"
 done
 cat <<'TAIL'
 #endif /* FX_PTX_HAS_SM90A */

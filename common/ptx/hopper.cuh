@@ -1,6 +1,7 @@
 /*
  * hopper.cuh — thin inline-PTX wrappers for the Hopper stages: mbarriers and TMA (stage 04),
- * wgmma (stage 05), setmaxnreg and elect (stage 06), named barriers (stage 07). A wrapper
+ * wgmma (stage 05), setmaxnreg and elect (stage 06), named barriers (stage 07), the e4m3
+ * conversion and the byte permute (stage 10). A wrapper
  * tagged "no stage yet" is compiled only by tests/ptx/hopper_wrappers.cu.
  *
  * Each wrapper is one PTX instruction (a predicate operand may need one setp/selp beside
@@ -509,5 +510,41 @@ template <int N>
 static __device__ void fx_setmaxnreg_dec(void) = delete;
 
 #endif /* FX_PTX_HAS_SM90A */
+
+/* =================================================================================
+ * Stage 10 — FP8: P to e4m3 in registers, and bytes moved between registers
+ * PTX ISA §9.7.9.21 "cvt" (the .e4m3x2 form, sm_89+) and "prmt" (any sm).
+ * ============================================================================== */
+
+/* cvt.rn.satfinite.e4m3x2.f32 d, hi, lo;   (§9.7.9.21; stage 10)
+ * Two fp32 rounded to nearest-even e4m3 codes in the low 16 bits of d: `lo` in bits 0-7,
+ * `hi` in bits 8-15 (the instruction's first source goes to the upper byte). .satfinite:
+ * a magnitude past 448 (infinity too) becomes ±448; NaN becomes 0x7F. common/fx_fp8.h's
+ * fx_e4m3_from_float is the same conversion on the host (checked for every fp32 input). */
+static __device__ __forceinline__ uint32_t fx_cvt_e4m3x2(float lo, float hi)
+{
+    uint16_t d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+/* Four fp32 as four e4m3 codes in one b32, x0 in the lowest byte: the 8-bit wgmma A
+ * fragment holds four consecutive k of one row per register (stage 10). */
+static __device__ __forceinline__ uint32_t fx_pack_e4m3x4(float x0, float x1, float x2, float x3)
+{
+    return fx_cvt_e4m3x2(x0, x1) | fx_cvt_e4m3x2(x2, x3) << 16;
+}
+
+/* prmt.b32 d, a, b, selector;   (PTX ISA "Data Movement and Conversion Instructions: prmt";
+ * stage 10)
+ * Byte permute: the 8 bytes {b, a} are numbered 0-3 (a, low first) and 4-7 (b); nibble i of
+ * the selector (its low 3 bits) picks the byte that goes to byte i of d. E.g. 0x5410 is
+ * {a.b0, a.b1, b.b0, b.b1}, 0x7632 {a.b2, a.b3, b.b2, b.b3}. */
+static __device__ __forceinline__ uint32_t fx_prmt(uint32_t a, uint32_t b, uint32_t selector)
+{
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+    return d;
+}
 
 #endif

@@ -106,6 +106,30 @@ static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_k_sw128(uint32_t smem_addr)
     return fx_wgmma_desc_make(smem_addr, 16u, FX_SWIZZLE128_ATOM_BYTES, 0u, FX_WGMMA_SWIZZLE_128B);
 }
 
+/* K-major operands of 8-bit types (stage 10), whose rows are shorter in bytes than a 128B
+ * swizzle span at the tiles' widths. The rule is the 128B one with a narrower atom: TMA
+ * with CU_TENSOR_MAP_SWIZZLE_64B (32B) writes rows of 64 (32) bytes, 8 rows per atom of
+ * 512 (256) bytes, and the 16-byte chunk index of row r is XORed with (r / 2) % 4
+ * ((r / 4) % 2): CUTLASS's Swizzle<2,4,3> (Swizzle<1,4,3>). SBO is one atom, LBO unused
+ * (stored as 16 bytes), tile start aligned to the atom.
+ *   64B: Q and K of stage 10, 64 e4m3 of head_dim per row: a k32 slice is 32 bytes, so a
+ *        row holds two, the second at +32 bytes (the hardware swizzles the full address).
+ *   32B: Vᵀ of stage 10 (keys contiguous), 32 keys per row: one k32 slice per tile. */
+#define FX_SWIZZLE64_ATOM_BYTES 512u
+#define FX_SWIZZLE64_ROW_BYTES 64u
+#define FX_SWIZZLE32_ATOM_BYTES 256u
+#define FX_SWIZZLE32_ROW_BYTES 32u
+
+static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_k_sw64(uint32_t smem_addr)
+{
+    return fx_wgmma_desc_make(smem_addr, 16u, FX_SWIZZLE64_ATOM_BYTES, 0u, FX_WGMMA_SWIZZLE_64B);
+}
+
+static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_k_sw32(uint32_t smem_addr)
+{
+    return fx_wgmma_desc_make(smem_addr, 16u, FX_SWIZZLE32_ATOM_BYTES, 0u, FX_WGMMA_SWIZZLE_32B);
+}
+
 /* MN-major operand, 128B swizzle: V as the B operand of O = PV (trans-b 1): the tile is
  * K rows (the keys) × N columns (head_dim) with N contiguous, as TMA loads V. Each 64-column
  * slab is rows × 128 bytes, 8 K-rows per 1024-byte atom; slabs follow each other.
