@@ -69,12 +69,14 @@ float fx_round(fx_dtype dt, float x)
 double fx_dtype_epsilon(fx_dtype dt)
 {
     /* Half the spacing at 1: 2^-(mantissa bits + 1). */
-    return dt == FX_FP16 ? 0x1p-11 : 0x1p-8;
+    return dt == FX_FP16 ? 0x1p-11 : dt == FX_E4M3 ? 0x1p-4 : 0x1p-8;
 }
 
 double fx_dtype_max(fx_dtype dt)
 {
-    return dt == FX_FP16 ? 65504.0 : 0x1.fep127;
+    /* e4m3 inputs are drawn in fp32 and quantized with descales (fx_fp8_case.c): their
+     * limit is fp32's, not 448. */
+    return dt == FX_FP16 ? 65504.0 : dt == FX_E4M3 ? 0x1.fffffep127 : 0x1.fep127;
 }
 
 /* Element by element, so the loops may run in any order (OpenMP where it is there). */

@@ -24,6 +24,7 @@ float fx_bf16_to_float(uint16_t h);
 uint16_t fx_float_to_fp16(float x);
 float fx_fp16_to_float(uint16_t h);
 
+/* The 16-bit dtypes only (FX_FP16, else bf16): e4m3 has its own, fx_fp8.h. */
 uint16_t fx_float_to_bits(fx_dtype dt, float x);
 float fx_bits_to_float(fx_dtype dt, uint16_t h);
 /* Round x to the nearest value representable in dt, returned as float. */

@@ -75,8 +75,22 @@ static const fx_option_spec table[] = {
      "V's and O's head dimension where the stage has it (stage 09: 128\n"
      "with head_dim 192): a multiple of 8 up to 256",
      "head_dim"},
-    {VALUE("--dtype", FX_OPT_DTYPE, "bf16|fp16", PROBLEM(dtype), FX_OPT_PROBLEM,
-           "the inputs' and outputs' type", NULL)},
+    {VALUE("--dtype", FX_OPT_DTYPE, "bf16|fp16|e4m3", PROBLEM(dtype), FX_OPT_PROBLEM,
+           "the inputs' and outputs' type; e4m3 (stage 10): Q, K, V drawn in fp32\n"
+           "and quantized with descales (amax/448: nothing saturates unless a\n"
+           "descale is forced), O in bf16",
+           NULL)},
+    {VALUE("--fp8-scaling", FX_OPT_SCALING, "per-tensor|per-head|per-block", PROBLEM(fp8_scaling),
+           FX_OPT_PROBLEM,
+           "e4m3: one descale per tensor, per (batch, KV head), or per tile of\n"
+           "kBlockM rows of Q and kBlockN rows of K and V (docs/10_fp8.md)",
+           NULL)},
+    {FLAG("--hadamard", NULL, PROBLEM(fp8_hadamard), FX_OPT_PROBLEM,
+          "e4m3: incoherent processing of Q and K (random signs times the\n"
+          "Hadamard matrix over head_dim, a power of two) before quantizing")},
+    {FLAG("--fp8-vt", NULL, PROBLEM(fp8_v_transposed), FX_OPT_PROBLEM,
+          "e4m3: V given transposed, [batch, heads_kv, head_dim, seqlen_k]\n"
+          "(seqlen_k a multiple of 16: TMA's 16-byte row stride)")},
     {FLAG("--causal", NULL, PROBLEM(causal), FX_OPT_PROBLEM, "causal mask, bottom-right aligned")},
     {VALUE("--scale", FX_OPT_REAL, "F", PROBLEM(softmax_scale), FX_OPT_PROBLEM, "softmax scale",
            "1/sqrt(head_dim)")},
@@ -169,6 +183,9 @@ void fx_option_default_text(const fx_option_spec *s, char *buf, size_t len)
         break;
     case FX_OPT_DTYPE: snprintf(buf, len, "%s", fx_dtype_name(*AT(fx_dtype, &d, s->field))); break;
     case FX_OPT_DIST: snprintf(buf, len, "%s", fx_dist_name(*AT(fx_dist, &d, s->field))); break;
+    case FX_OPT_SCALING:
+        snprintf(buf, len, "%s", fx_fp8_scaling_name(*AT(fx_fp8_scaling, &d, s->field)));
+        break;
     default: snprintf(buf, len, "%s", ""); break;
     }
 }
@@ -323,7 +340,16 @@ static int set_value(const fx_option_spec *s, const char *val, fx_options *o, ch
     case FX_OPT_DTYPE:
         if (fx_dtype_parse(val, AT(fx_dtype, o, s->field)) == 0)
             return 0;
-        snprintf(why, why_len, "%s: '%s' is not one of bf16, fp16", s->name, val);
+        snprintf(why, why_len, "%s: '%s' is not one of bf16, fp16, e4m3", s->name, val);
+        return FX_EXIT_USAGE;
+    case FX_OPT_SCALING:
+        for (int m = 0; m < FX_FP8_SCALING_COUNT; ++m)
+            if (strcmp(val, fx_fp8_scaling_name((fx_fp8_scaling)m)) == 0) {
+                *AT(fx_fp8_scaling, o, s->field) = (fx_fp8_scaling)m;
+                return 0;
+            }
+        snprintf(why, why_len, "%s: '%s' is not one of per-tensor, per-head, per-block", s->name,
+                 val);
         return FX_EXIT_USAGE;
     case FX_OPT_DIST:
         if (fx_dist_parse(val, AT(fx_dist, o, s->field)) == 0)

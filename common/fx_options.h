@@ -90,14 +90,15 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
 /* ---- the table ------------------------------------------------------------------- */
 
 typedef enum fx_opt_kind {
-    FX_OPT_FLAG,   /* no value: sets a bool to true */
-    FX_OPT_INT,    /* a decimal integer in [lo, hi], stored as int */
-    FX_OPT_REAL,   /* a finite number > 0, stored as double */
-    FX_OPT_SEED,   /* decimal, or hexadecimal after 0x, stored as uint64_t; sets seed_given */
-    FX_OPT_DTYPE,  /* a dtype name (fx_dtype_parse) */
-    FX_OPT_DIST,   /* a distribution name (fx_dist_parse) */
-    FX_OPT_FILE,   /* a non-empty file name, stored as const char * (argv's own string) */
-    FX_OPT_LENGTHS /* a comma list of integers >= 0, at most FX_VARLEN_MAX_SEQS: stored in
+    FX_OPT_FLAG,    /* no value: sets a bool to true */
+    FX_OPT_INT,     /* a decimal integer in [lo, hi], stored as int */
+    FX_OPT_REAL,    /* a finite number > 0, stored as double */
+    FX_OPT_SEED,    /* decimal, or hexadecimal after 0x, stored as uint64_t; sets seed_given */
+    FX_OPT_DTYPE,   /* a dtype name (fx_dtype_parse) */
+    FX_OPT_DIST,    /* a distribution name (fx_dist_parse) */
+    FX_OPT_SCALING, /* an fp8 scaling name (fx_fp8_scaling_name) */
+    FX_OPT_FILE,    /* a non-empty file name, stored as const char * (argv's own string) */
+    FX_OPT_LENGTHS  /* a comma list of integers >= 0, at most FX_VARLEN_MAX_SEQS: stored in
                     * the int array at field, their count in the int at field2 */
 } fx_opt_kind;
 

@@ -10,6 +10,42 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The fp8 recipe's fields against the dtype (fx_problem.h): 0, or -1 with the reason. */
+static int validate_fp8(const fx_problem *p, char *msg, size_t len)
+{
+    if ((int)p->fp8_scaling < 0 || p->fp8_scaling >= FX_FP8_SCALING_COUNT) {
+        snprintf(msg, len, "fp8_scaling (%d) is not per-tensor, per-head or per-block",
+                 (int)p->fp8_scaling);
+        return -1;
+    }
+    if (p->dtype != FX_E4M3) {
+        const char *opt = p->fp8_scaling != FX_FP8_PER_TENSOR ? "--fp8-scaling"
+                          : p->fp8_hadamard                   ? "--hadamard"
+                          : p->fp8_v_transposed               ? "--fp8-vt"
+                                                              : NULL;
+        if (opt) {
+            snprintf(msg, len, "%s needs --dtype e4m3 (got %s)", opt, fx_dtype_name(p->dtype));
+            return -1;
+        }
+        return 0;
+    }
+    if (p->varlen) {
+        snprintf(msg, len, "e4m3 takes fixed-length batches only (no --seqlens-q)");
+        return -1;
+    }
+    if (fx_head_dim_v(p) != p->head_dim) {
+        snprintf(msg, len, "e4m3 takes head_dim_v = head_dim only (got %d with %d)",
+                 fx_head_dim_v(p), p->head_dim);
+        return -1;
+    }
+    if (p->fp8_hadamard && (p->head_dim & (p->head_dim - 1)) != 0) {
+        snprintf(msg, len, "--hadamard needs a head_dim that is a power of two (got %d)",
+                 p->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
 fx_problem fx_problem_default(void)
 {
     fx_problem p;
@@ -152,9 +188,11 @@ int fx_problem_validate(fx_problem *p, char *why, size_t why_len)
         return refuse(why, why_len, msg);
     }
     if ((int)p->dtype < 0 || p->dtype >= FX_DTYPE_COUNT) {
-        snprintf(msg, sizeof msg, "dtype (%d) is not bf16 or fp16", (int)p->dtype);
+        snprintf(msg, sizeof msg, "dtype (%d) is not bf16, fp16 or e4m3", (int)p->dtype);
         return refuse(why, why_len, msg);
     }
+    if (validate_fp8(p, msg, sizeof msg))
+        return refuse(why, why_len, msg);
     if ((int)p->dist < 0 || p->dist >= FX_DIST_COUNT) {
         snprintf(msg, sizeof msg, "dist (%d) is not normal, outliers or large-logits",
                  (int)p->dist);
@@ -377,6 +415,7 @@ const char *fx_dtype_name(fx_dtype dt)
     switch (dt) {
     case FX_BF16: return "bf16";
     case FX_FP16: return "fp16";
+    case FX_E4M3: return "e4m3";
     default: return "unknown-dtype";
     }
 }
@@ -394,8 +433,7 @@ int fx_dtype_parse(const char *s, fx_dtype *out)
 
 size_t fx_dtype_bytes(fx_dtype dt)
 {
-    (void)dt; /* bf16 and fp16 are both 2 bytes */
-    return 2;
+    return dt == FX_E4M3 ? 1 : 2; /* bf16 and fp16 are 2 bytes */
 }
 
 const char *fx_dist_name(fx_dist d)
@@ -439,10 +477,16 @@ void fx_problem_format(const fx_problem *p, char *buf, size_t len)
     char dv[24] = ""; /* only when it is not head_dim, so the usual line stays as it was */
     if (fx_head_dim_v(p) != p->head_dim)
         snprintf(dv, sizeof dv, " dv=%d", fx_head_dim_v(p));
-    int used = snprintf(buf, len, "%s hq=%d hkv=%d d=%d%s %s %s %s%s%s seed=%llu", sizes,
-                        p->heads_q, p->heads_kv, p->head_dim, dv, fx_dtype_name(p->dtype),
-                        p->causal ? "causal" : "non-causal", fx_dist_name(p->dist), scale, qk_scale,
-                        (unsigned long long)p->seed);
+    char dtype[64]; /* e4m3: its recipe, as the options that give it */
+    if (p->dtype == FX_E4M3)
+        snprintf(dtype, sizeof dtype, "e4m3 %s%s%s", fx_fp8_scaling_name(p->fp8_scaling),
+                 p->fp8_hadamard ? " hadamard" : "", p->fp8_v_transposed ? " vt" : "");
+    else
+        snprintf(dtype, sizeof dtype, "%s", fx_dtype_name(p->dtype));
+    int used =
+        snprintf(buf, len, "%s hq=%d hkv=%d d=%d%s %s %s %s%s%s seed=%llu", sizes, p->heads_q,
+                 p->heads_kv, p->head_dim, dv, dtype, p->causal ? "causal" : "non-causal",
+                 fx_dist_name(p->dist), scale, qk_scale, (unsigned long long)p->seed);
     if (!p->varlen || used < 0 || (size_t)used >= len)
         return;
     /* The lengths, as the options that give them, where they fit whole: the line then

@@ -35,11 +35,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fx_fp8.h" /* fx_fp8_scaling */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum fx_dtype { FX_BF16 = 0, FX_FP16 = 1, FX_DTYPE_COUNT } fx_dtype;
+/* e4m3 (stage 10): Q, K, V are drawn in fp32, quantized to e4m3 codes with fp32 descales by
+ * the problem's fp8 recipe (fp8_scaling, fp8_hadamard; common/fx_fp8.h), and O is bf16
+ * (FA3's fp8 output type). Its cases run through common/fx_fp8_case.c. */
+typedef enum fx_dtype { FX_BF16 = 0, FX_FP16 = 1, FX_E4M3 = 2, FX_DTYPE_COUNT } fx_dtype;
 
 #define FX_DTYPE_BIT(dt) (1u << (unsigned)(dt))
 
@@ -83,6 +88,16 @@ typedef struct fx_problem {
     bool varlen;
     int total_q, total_k;
     const int *cu_seqlens_q, *cu_seqlens_k, *seqused_k;
+    /* dtype e4m3 only (fx_problem_validate refuses them with another dtype): how the fp32
+     * inputs become e4m3 codes and descales (fx_fp8.h), and how V is handed to the kernel.
+     *   fp8_scaling:      per-tensor (the default), per-head or per-block descales;
+     *   fp8_hadamard:     incoherent processing of Q and K first (FA3 §3.3; head_dim a
+     *                     power of two), signs from the problem's seed;
+     *   fp8_v_transposed: V given as Vᵀ [batch, heads_kv, head_dim, seqlen_k] (seqlen_k
+     *                     contiguous: K-major for O = PV), instead of in K's layout. */
+    fx_fp8_scaling fp8_scaling;
+    bool fp8_hadamard;
+    bool fp8_v_transposed;
 } fx_problem;
 
 /* V's and O's columns: p->head_dim_v, or head_dim when it is 0. */
@@ -104,7 +119,10 @@ fx_problem fx_problem_default(void);
  * is <= 0. Refuses: a size <= 0; heads_q not a multiple of heads_kv; head_dim, or a
  * head_dim_v that is set (not 0), not a multiple of 8 in [8, 256]; an unknown dtype or
  * dist; a qk_scale that is not finite and > 0 (its overflow limit is fx_options_parse's: it
- * names the option); Q, O, K, V or LSE with more than INT32_MAX elements (kernels index
+ * names the option); an fp8 option (fp8_scaling other than per-tensor, fp8_hadamard,
+ * fp8_v_transposed) without dtype e4m3, an unknown fp8_scaling, and e4m3 with a
+ * variable-length batch, with head_dim_v != head_dim, or with fp8_hadamard at a head_dim
+ * that is not a power of two; Q, O, K, V or LSE with more than INT32_MAX elements (kernels index
  * with 32-bit ints); a non-finite softmax_scale, or one outside [2^-100, 2^100] once
  * resolved (FX_SCALE_MIN, FX_SCALE_MAX of fx_problem.c).
  * A variable-length batch (p->varlen) is refused, naming the index and values, where
@@ -181,6 +199,7 @@ const char *fx_dist_name(fx_dist d);
 int fx_dist_parse(const char *s, fx_dist *out); /* 0 ok, -1 unknown */
 
 /* One line "b=4 sq=4096 sk=4096 hq=16 hkv=16 d=128 bf16 causal normal seed=1"
+ * (e4m3: "e4m3 per-tensor" and " hadamard", " vt" where set, after the dtype)
  * ("d=192 dv=128" when head_dim_v is not head_dim; "non-causal" when not causal; " scale=F"
  * before the seed only when softmax_scale is set and not the default 1/sqrt(head_dim);
  * " qk-scale=X" after it only when qk_scale is not 1). Varlen: "varlen b=4 sq<=129 sk<=300
