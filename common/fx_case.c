@@ -17,6 +17,7 @@
 
 #include "fx_compare.h"
 #include "fx_csv.h"
+#include "fx_fp8_case.h"
 #include "fx_msg.h"
 #include "fx_run.h"
 #include "fx_save.h"
@@ -333,6 +334,13 @@ static cudaError_t bench_direction(const fx_ctx *c, const fx_problem *p, fx_run 
     return cudaSuccess;
 }
 
+cudaError_t fx_bench_forward(const fx_ctx *c, const fx_problem *p, fx_run *r,
+                             const fx_case_result *res, bool *csv_ok)
+{
+    bench_point fwd = {.bwd = false, .checked = c->opt.check};
+    return bench_direction(c, p, r, res, &fwd, csv_ok);
+}
+
 /* ---- one case ------------------------------------------------------------------------ */
 
 /* --load: the inputs are the folder's, whatever seed and distribution its problem.txt names
@@ -350,6 +358,10 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
     char why[512], line[512];
     memset(res, 0, sizeof *res);
     res->err_ref = res->err_prev = res->err_ref_bwd = res->err_prev_bwd = -1;
+    /* e4m3 inputs are quantized, checked against two references and a CPU model: a case
+     * of its own (fx_fp8_case.h), after the same capability check. */
+    if (p->dtype == FX_E4M3 && fx_stage_supports(c->self, p, backward, why, sizeof why) == 0)
+        return fx_run_fp8_case(c, p, verbose, res);
 
     const int supported = fx_stage_supports(c->self, p, backward, why, sizeof why);
     if (supported != 0) {
@@ -454,6 +466,11 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
 {
     const fx_stage *s = c->self;
     char line[512];
+    if (p->dtype == FX_E4M3) {
+        fx_error("--cpu with e4m3: stage 10's CPU model (common/fx_fp8_model.h) runs beside "
+                 "the kernel in every GPU check, and alone in build/tests/fp8_table3");
+        return FX_EXIT_USAGE;
+    }
     if (!s->cpu_model) {
         fx_error("--cpu runs a stage's CPU model, and this stage has none (stages 02 and 03 "
                  "have one)");

@@ -45,8 +45,15 @@ typedef struct fx_case_result {
  * 77 when this GPU lacks what p needs. */
 int fx_run_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res);
 
+/* --bench of one forward run r that fx_run_stage (or fx_fp8_case.c) has set up: times it
+ * (fx_time), prints the timing and appends the --csv row with res's errors. Returns a CUDA
+ * error; *csv_ok turns false when the row is lost. */
+cudaError_t fx_bench_forward(const fx_ctx *c, const fx_problem *p, fx_run *r,
+                             const fx_case_result *res, bool *csv_ok);
+
 /* Runs p through c->self's CPU model (--cpu; no GPU) and checks it against the fp64
- * reference. Returns 0 pass, 1 fail, 2 when the stage has no CPU model. */
+ * reference. Returns 0 pass, 1 fail, 2 when the stage has no CPU model or p is e4m3 (its
+ * model runs inside the GPU case, fx_fp8_case.h). */
 int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p);
 
 #ifdef __cplusplus

@@ -59,8 +59,9 @@ float fx_e4m3_round(float x);
  * query rows by kBlockN keys: 192×160 at head_dim 64, 128×224 at 128 (row-major V,
  * transposed in the kernel), 128×128 at 256; {0, 0} for other head_dims. Per-block scaling
  * gives one Q descale per kBlockM rows and one K and V descale per kBlockN rows: a tile must
- * never straddle two descales, so these must equal stage 10's kernel tiles. Stage 10 does not
- * exist yet: when it does, its tile table and this one must be checked equal by a test. */
+ * never straddle two descales, so the blocks must be the kernel's tiles: stage 10 uses smaller
+ * ones where FA3's spill in its kernel (stages/10_fp8/fwd.cu), and the harness quantizes by
+ * the stage descriptor's fp8_tiles. This table is FA3's, for the CPU model's Table 3. */
 typedef struct fx_fp8_tiles {
     int block_m; /* kBlockM */
     int block_n; /* kBlockN */

@@ -184,8 +184,8 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
     return past_fast_range;
 }
 
-size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset, float *o,
-                      float *lse)
+size_t fx_fp8_forward_slices(const fx_problem *p, const fx_fp8_inputs *in, float max_offset,
+                             int n_slices, const int *batch, const int *head, float *o, float *lse)
 {
     if (p->varlen || fx_head_dim_v(p) != p->head_dim) {
         fprintf(stderr, "fx_fp8_forward: fixed-length problems with head_dim_v == head_dim only\n");
@@ -205,10 +205,10 @@ size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_of
     {
         row_state st = {xcalloc((size_t)in->k.block_rows, sizeof(float)),
                         xcalloc((size_t)p->head_dim, sizeof(float))};
-#pragma omp for collapse(2) schedule(dynamic)
-        for (int b = 0; b < p->batch; ++b)
-            for (int h = 0; h < p->heads_q; ++h)
-                past_fast_range += forward_slice(p, in, qf, kf, vf, max_offset, b, h, &st, o, lse);
+#pragma omp for schedule(dynamic)
+        for (int i = 0; i < n_slices; ++i)
+            past_fast_range +=
+                forward_slice(p, in, qf, kf, vf, max_offset, batch[i], head[i], &st, o, lse);
         free(st.S);
         free(st.acc);
     }
@@ -216,6 +216,21 @@ size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_of
     free(kf);
     free(vf);
     return past_fast_range;
+}
+
+size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset, float *o,
+                      float *lse)
+{
+    const int n = p->batch * p->heads_q;
+    int *batch = xcalloc((size_t)n, sizeof(int)), *head = xcalloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; ++i) {
+        batch[i] = i / p->heads_q;
+        head[i] = i % p->heads_q;
+    }
+    const size_t past = fx_fp8_forward_slices(p, in, max_offset, n, batch, head, o, lse);
+    free(batch);
+    free(head);
+    return past;
 }
 
 void fx_fp8_prepare(const fx_problem *p, const float *q, const float *k, const float *v,

@@ -77,6 +77,12 @@ typedef struct fx_fp8_inputs {
 size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset, float *o,
                       float *lse);
 
+/* The same on the (batch[i], head[i]) slices i < n_slices alone (distinct pairs): each
+ * slice's rows of o and lse (full-size arrays, as above) are written, the rest untouched.
+ * What a check that samples slices runs (common/fx_fp8_case.c). */
+size_t fx_fp8_forward_slices(const fx_problem *p, const fx_fp8_inputs *in, float max_offset,
+                             int n_slices, const int *batch, const int *head, float *o, float *lse);
+
 /* How Table 3's modes prepare the inputs: the scaling, whether incoherent processing runs
  * first (and its signs' seed), and the tiles the descale blocks follow. */
 typedef struct fx_fp8_recipe {

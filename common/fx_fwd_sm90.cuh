@@ -156,6 +156,11 @@ struct FwdParams {
     int q_row_stride, k_row_stride, v_row_stride;
     int head_dim, head_dim_v;
     int causal;
+    // Stage 10 (e4m3) alone: the descales [batch, heads, n_blocks] of Q (one per kBlockM
+    // rows), K and V (one per kBlockN rows), fx_fp8.h; n_blocks of Q and of K/V. NULL, 0 in
+    // the 16-bit stages.
+    const float *q_descale, *k_descale, *v_descale;
+    int q_descale_blocks, kv_descale_blocks;
 };
 
 /* Encodes the 4D map {cols, heads, seqlen, batch} of one tensor (cols: head_dim, or

@@ -66,6 +66,13 @@ typedef struct fx_fwd_args {
     void *workspace; /* >= stage->workspace_bytes(p, false) bytes, 256-byte aligned */
     size_t workspace_bytes;
     cudaStream_t stream;
+    /* dtype e4m3 (stage 10; fx_fp8_case.c fills them, NULL and 0 otherwise): q, k, v hold
+     * e4m3 codes (v as Vᵀ [batch, heads_kv, head_dim, seqlen_k] when p->fp8_v_transposed;
+     * v_layout then unused), o is bf16, and these are the fp32 descales [batch, heads,
+     * n_blocks] of fx_fp8.h's fx_fp8_tensor, blocks of fp8_block_m rows of Q and
+     * fp8_block_n rows of K and V: the kernel's tiles, which it checks. */
+    const float *q_descale, *k_descale, *v_descale;
+    int fp8_block_m, fp8_block_n;
 } fx_fwd_args;
 
 /* Device buffers of one backward call. dO and dQ have O's and Q's layouts, dK/dV
@@ -109,6 +116,10 @@ typedef struct fx_stage {
     cudaError_t (*forward)(const fx_fwd_args *a);
     cudaError_t (*backward)(const fx_bwd_args *a); /* NULL when !caps.backward */
     const fx_cpu_model *cpu_model;                 /* NULL if the stage has none */
+    /* dtype e4m3 (stage 10): the kernel's tile at head_dim, kBlockM × kBlockN, which the
+     * harness quantizes Q and K/V in blocks of (per-block descales must not straddle a
+     * tile). NULL in the stages without e4m3. */
+    fx_fp8_tiles (*fp8_tiles)(int head_dim);
 } fx_stage;
 
 /* The names of the stage being compiled. cmake/fx_stage.cmake defines FX_STAGE_ID

@@ -1,0 +1,467 @@
+/*
+ * fx_fp8_case.c — one e4m3 case (fx_fp8_case.h says what it checks and why).
+ */
+#include "fx_fp8_case.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_check.h"
+#include "fx_compare.h"
+#include "fx_draw.h"
+#include "fx_fp8.h"
+#include "fx_fp8_model.h"
+#include "fx_gpu.h"
+#include "fx_host.h"
+#include "fx_msg.h"
+#include "fx_reference.h"
+#include "fx_run.h"
+
+/* The (batch, head) slices the checks evaluate, every row of each: all of them while the
+ * three CPU passes (two fp64 references and the model) stay within this many multiply-adds
+ * and FX_MAX_REF_SLICES slices, else --ref-slices of them (the first, the last, then spread
+ * by the seed, as fx_compare.c samples). */
+#define FP8_CHECK_BUDGET 3.0e9
+#define FP8_RNG_STREAM_SLICES 98 /* fx_rng_u64's stream for the slice choice (fx_compare: 99) */
+
+typedef struct fp8_slices {
+    int n;
+    int b[FX_MAX_REF_SLICES], h[FX_MAX_REF_SLICES];
+} fp8_slices;
+
+static void choose_slices(const fx_problem *p, int ref_slices, fp8_slices *s)
+{
+    const int total = p->batch * p->heads_q;
+    const double per_slice = 3.0 * p->seqlen_q * (double)p->seqlen_k * 2.0 * p->head_dim;
+    int n = total;
+    bool spread = false;
+    if (total > FX_MAX_REF_SLICES || per_slice * total > FP8_CHECK_BUDGET) {
+        n = ref_slices < total ? ref_slices : total;
+        n = n < FX_MAX_REF_SLICES ? n : FX_MAX_REF_SLICES;
+        spread = true;
+    }
+    s->n = 0;
+    for (int i = 0; i < n; ++i) {
+        int flat = i;
+        if (spread && i > 0) {
+            flat = i == 1 ? total - 1
+                          : (int)(fx_rng_u64(p->seed, FP8_RNG_STREAM_SLICES, (uint64_t)i) %
+                                  (uint64_t)total);
+            bool seen = false; /* the model writes a slice once: keep them distinct */
+            for (int j = 0; j < s->n; ++j)
+                seen |= s->b[j] * p->heads_q + s->h[j] == flat;
+            if (seen)
+                continue;
+        }
+        s->b[s->n] = flat / p->heads_q;
+        s->h[s->n] = flat % p->heads_q;
+        s->n++;
+    }
+}
+
+/* Q, K, V drawn in fp32: fx_draw's numbers, before any rounding to a dtype. */
+static float *draw_f32(const fx_problem *p, fx_tensor_id id, size_t n)
+{
+    float *x = fx_xmalloc(n * sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)n; i++)
+        x[i] = (float)fx_draw(p, id, (uint64_t)i);
+    return x;
+}
+
+/* V's codes [batch, seqlen_k, heads_kv, head_dim] as Vᵀ [batch, heads_kv, head_dim,
+ * seqlen_k]: what --fp8-vt hands the kernel. */
+static uint8_t *transpose_v(const fx_problem *p, const uint8_t *v)
+{
+    const int sk = p->seqlen_k, hk = p->heads_kv, d = p->head_dim;
+    uint8_t *vt = fx_xmalloc(fx_numel_kv(p));
+    const fx_layout l = fx_layout_kv(p);
+    for (int b = 0; b < p->batch; ++b)
+        for (int h = 0; h < hk; ++h)
+            for (int c = 0; c < d; ++c)
+                for (int j = 0; j < sk; ++j)
+                    vt[(((size_t)b * hk + h) * d + c) * sk + j] = v[fx_offset(l, b, j, h, c)];
+    return vt;
+}
+
+/* The device side of one case: inputs, descales, outputs, and the run whose fwd arguments
+ * fx_launch_forward (timing) launches again. */
+typedef struct fp8_device {
+    void *q, *k, *v;
+    float *q_descale, *k_descale, *v_descale;
+    fx_run run; /* run.s, run.fwd; run.out.o (bf16) and run.out.lse on the device */
+} fp8_device;
+
+static void device_free(fp8_device *d)
+{
+    cudaFree(d->q);
+    cudaFree(d->k);
+    cudaFree(d->v);
+    cudaFree(d->q_descale);
+    cudaFree(d->k_descale);
+    cudaFree(d->v_descale);
+    cudaFree(d->run.out.o);
+    cudaFree(d->run.out.lse);
+    memset(d, 0, sizeof *d);
+}
+
+/* cudaMalloc + copy; names the bytes when they do not fit (fx_error). */
+static cudaError_t upload(void **dst, const void *src, size_t bytes, const char *what)
+{
+    cudaError_t err = cudaMalloc(dst, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        fx_error("cannot allocate %s: %zu bytes", what, bytes);
+        return err;
+    }
+    return src ? FX_CUDA(cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice)) : cudaSuccess;
+}
+
+static size_t descale_bytes(const fx_fp8_tensor *t)
+{
+    return (size_t)t->batch * t->heads * fx_fp8_tensor_blocks(t) * sizeof(float);
+}
+
+static cudaError_t device_make(const fx_ctx *c, const fx_problem *p, const fx_fp8_inputs *in,
+                               fp8_device *d)
+{
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    cudaError_t err;
+    memset(d, 0, sizeof *d);
+    uint8_t *vt = p->fp8_v_transposed ? transpose_v(p, in->v.codes) : NULL;
+    err = upload(&d->q, in->q.codes, nq, "Q (e4m3)");
+    if (!err)
+        err = upload(&d->k, in->k.codes, nkv, "K (e4m3)");
+    if (!err)
+        err = upload(&d->v, vt ? vt : in->v.codes, nkv, "V (e4m3)");
+    free(vt);
+    if (!err)
+        err = upload((void **)&d->q_descale, in->q.descale, descale_bytes(&in->q), "Q's descales");
+    if (!err)
+        err = upload((void **)&d->k_descale, in->k.descale, descale_bytes(&in->k), "K's descales");
+    if (!err)
+        err = upload((void **)&d->v_descale, in->v.descale, descale_bytes(&in->v), "V's descales");
+    if (!err)
+        err = upload(&d->run.out.o, NULL, nq * 2, "O (bf16)");
+    if (!err)
+        err = upload((void **)&d->run.out.lse, NULL, nl * sizeof(float), "LSE");
+    if (err)
+        return err;
+    d->run.s = c->self;
+    d->run.fwd = (fx_fwd_args){.p = p,
+                               .q = d->q,
+                               .k = d->k,
+                               .v = d->v,
+                               .o = d->run.out.o,
+                               .lse = d->run.out.lse,
+                               .q_layout = fx_layout_q(p),
+                               .k_layout = fx_layout_kv(p),
+                               .v_layout = fx_layout_kv(p),
+                               .o_layout = fx_layout_o(p),
+                               .stream = 0,
+                               .q_descale = d->q_descale,
+                               .k_descale = d->k_descale,
+                               .v_descale = d->v_descale,
+                               .fp8_block_m = in->q.block_rows,
+                               .fp8_block_n = in->k.block_rows};
+    return cudaSuccess;
+}
+
+/* One launch on poisoned outputs (every byte 0xff: NaN in bf16 and fp32), then O (bf16 →
+ * float) and LSE copied into o_h and lse_h. */
+static cudaError_t run_once(const fx_problem *p, fp8_device *d, float *o_h, float *lse_h)
+{
+    const size_t no = fx_numel_o(p), nl = fx_numel_lse(p);
+    cudaError_t err;
+    if ((err = FX_CUDA(cudaMemset(d->run.out.o, 0xff, no * 2))) ||
+        (err = FX_CUDA(cudaMemset(d->run.out.lse, 0xff, nl * sizeof(float)))) ||
+        (err = FX_CUDA(d->run.s->forward(&d->run.fwd))) || (err = FX_CUDA(cudaDeviceSynchronize())))
+        return err;
+    uint16_t *bits = fx_xmalloc(no * 2);
+    err = FX_CUDA(cudaMemcpy(bits, d->run.out.o, no * 2, cudaMemcpyDeviceToHost));
+    if (!err)
+        err =
+            FX_CUDA(cudaMemcpy(lse_h, d->run.out.lse, nl * sizeof(float), cudaMemcpyDeviceToHost));
+    fx_from_bits(FX_BF16, bits, o_h, no);
+    free(bits);
+    return err;
+}
+
+static size_t count_nan(const float *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+        bad += isnan(x[i]) ? 1 : 0;
+    return bad;
+}
+
+/* The metrics of x against ref over the chosen slices' rows (O: every column). */
+typedef struct fp8_errs {
+    fx_err o, lse;
+} fp8_errs;
+
+static fp8_errs slice_errors(const fx_problem *p, const fp8_slices *s, const float *o,
+                             const float *lse, const double *ref_o, const double *ref_lse)
+{
+    const int d = p->head_dim, sq = p->seqlen_q;
+    const fx_layout lo = fx_layout_o(p);
+    fx_err_acc ao, al;
+    fx_err_acc_init(&ao);
+    fx_err_acc_init(&al);
+    for (int i = 0; i < s->n; ++i)
+        for (int r = 0; r < sq; ++r) {
+            const size_t t = (size_t)i * sq + r;
+            for (int col = 0; col < d; ++col)
+                fx_err_acc_add(&ao, o[fx_offset(lo, s->b[i], r, s->h[i], col)], ref_o[t * d + col]);
+            fx_err_acc_add(&al, lse[fx_lse_index(p, s->b[i], s->h[i], r)], ref_lse[t]);
+        }
+    fp8_errs e = {fx_err_acc_result(&ao), fx_err_acc_result(&al)};
+    return e;
+}
+
+/* The fp64 forward of every row of the chosen slices on inputs q, k, v (fp32 values):
+ * ref_o [n·seqlen_q, head_dim], ref_lse [n·seqlen_q]. */
+static void reference_slices(const fx_problem *p, const fp8_slices *s, const float *q,
+                             const float *k, const float *v, double *ref_o, double *ref_lse)
+{
+    const int sq = p->seqlen_q, d = p->head_dim;
+#pragma omp parallel for schedule(dynamic, 4)
+    for (long long t = 0; t < (long long)s->n * sq; ++t) {
+        const int i = (int)(t / sq), r = (int)(t % sq);
+        fx_ref_forward_rows(p, q, k, v, s->b[i], s->h[i], r, r + 1, ref_o + t * d, ref_lse + t);
+    }
+}
+
+static void print_err(const char *what, fx_err e)
+{
+    char b[160];
+    fx_err_format(e, b, sizeof b);
+    printf("  %-34s %s\n", what, b);
+}
+
+/* Stage 08 (or whichever earlier stage covers it) in bf16 on the dequantized inputs rounded
+ * to bf16, every element against the stage's O and LSE. Adds to *pass; err_prev gets O's
+ * max-abs difference. Returns a CUDA error (not fitting in memory is not one: n/a). */
+static cudaError_t check_prev(const fx_ctx *c, const fx_problem *p, const float *qd,
+                              const float *kd, const float *vd, const float *o_h,
+                              const float *lse_h, double o_bound, double lse_bound, bool verbose,
+                              bool *pass, fx_case_result *res)
+{
+    fx_problem pb = *p;
+    pb.dtype = FX_BF16;
+    pb.fp8_scaling = FX_FP8_PER_TENSOR;
+    pb.fp8_hadamard = false;
+    pb.fp8_v_transposed = false;
+    char why[512];
+    res->prev = fx_find_prev(c, &pb, false, why, sizeof why);
+    if (!res->prev) {
+        if (verbose)
+            printf("  prev: n/a (%s)\n", why);
+        return cudaSuccess;
+    }
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    fx_case_host h = {0};
+    const float *src[3] = {qd, kd, vd};
+    float **dst[3] = {&h.q, &h.k, &h.v};
+    uint16_t **bits[3] = {&h.qb, &h.kb, &h.vb};
+    const size_t n[3] = {nq, nkv, nkv};
+    for (int t = 0; t < 3; ++t) {
+        *dst[t] = fx_xmalloc(n[t] * sizeof(float));
+        *bits[t] = fx_xmalloc(n[t] * 2);
+        fx_to_bits(FX_BF16, src[t], *bits[t], n[t]);
+        fx_from_bits(FX_BF16, *bits[t], *dst[t], n[t]);
+    }
+    fx_inputs in;
+    fx_run pv = {0};
+    cudaError_t err = fx_inputs_make(&pb, &h, false, &in);
+    if (!err)
+        err = fx_run_stage(&pv, res->prev, &in, false);
+    if (err == cudaErrorMemoryAllocation) {
+        printf("  prev: n/a (%s does not fit in device memory)\n", res->prev->id);
+        res->prev = NULL;
+        err = cudaSuccess;
+    } else if (!err) {
+        if (verbose)
+            printf("  prev: %s in bf16 on the dequantized inputs rounded to bf16\n", res->prev->id);
+        fx_err e = fx_compare_f32(o_h, pv.out.o_h, fx_numel_o(p));
+        res->err_prev = e.max_abs;
+        *pass &= fx_compare_prev(e, 2.0 * o_bound, "O", res->prev->id, verbose);
+        e = fx_compare_f32(lse_h, pv.out.lse_h, fx_numel_lse(p));
+        *pass &= fx_compare_prev(e, 2.0 * lse_bound, "LSE", res->prev->id, verbose);
+    }
+    fx_run_free(&pv);
+    fx_inputs_free(&in);
+    fx_host_free(&h);
+    return err;
+}
+
+/* The checks of fx_fp8_case.h on one run's outputs o_h, lse_h. */
+static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const float *q, const float *k,
+                              const float *v, const fx_fp8_inputs *in, const float *o_h,
+                              const float *lse_h, bool verbose, bool *pass, fx_case_result *res)
+{
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    const int sq = p->seqlen_q, d = p->head_dim;
+    fp8_slices s;
+    choose_slices(p, c->opt.ref_slices, &s);
+    float *qd = fx_xmalloc(nq * sizeof(float)), *kd = fx_xmalloc(nkv * sizeof(float)),
+          *vd = fx_xmalloc(nkv * sizeof(float));
+    fx_fp8_dequantize(&in->q, qd);
+    fx_fp8_dequantize(&in->k, kd);
+    fx_fp8_dequantize(&in->v, vd);
+    const size_t rows = (size_t)s.n * sq;
+    double *dq_o = fx_xmalloc(rows * d * sizeof(double)), *dq_l = fx_xmalloc(rows * sizeof(double));
+    double *f_o = fx_xmalloc(rows * d * sizeof(double)), *f_l = fx_xmalloc(rows * sizeof(double));
+    reference_slices(p, &s, qd, kd, vd, dq_o, dq_l);
+    reference_slices(p, &s, q, k, v, f_o, f_l);
+    float *m_o = fx_xmalloc(nq * sizeof(float)), *m_l = fx_xmalloc(nl * sizeof(float));
+    const size_t past = fx_fp8_forward_slices(p, in, FX_FP8_MAX_OFFSET, s.n, s.b, s.h, m_o, m_l);
+
+    const fp8_errs st_dq = slice_errors(p, &s, o_h, lse_h, dq_o, dq_l);
+    const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, dq_o, dq_l);
+    const fp8_errs st_f = slice_errors(p, &s, o_h, lse_h, f_o, f_l);
+    const fp8_errs md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+    /* The stage against the model, as if the model were the reference (fp32 values). */
+    fx_err_acc am;
+    fx_err_acc_init(&am);
+    const fx_layout lo = fx_layout_o(p);
+    for (int i = 0; i < s.n; ++i)
+        for (int r = 0; r < sq; ++r)
+            for (int col = 0; col < d; ++col) {
+                const size_t at = fx_offset(lo, s.b[i], r, s.h[i], col);
+                fx_err_acc_add(&am, o_h[at], m_o[at]);
+            }
+    const fx_err st_md = fx_err_acc_result(&am);
+
+    double o_bound = 0, lse_bound = 0;
+    const bool o_pass = fx_pass(st_dq.o, md_dq.o, FX_BF16, &o_bound);
+    const bool lse_pass = fx_pass_lse(st_dq.lse, md_dq.lse, &lse_bound);
+    const size_t nan_o = count_nan(o_h, nq), nan_l = count_nan(lse_h, nl);
+    *pass &= o_pass && lse_pass && nan_o == 0 && nan_l == 0 && past == 0;
+    res->err_ref = st_dq.o.max_abs;
+    if (verbose) {
+        char b[160];
+        printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d\n", s.n, rows,
+               fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
+               in->q.block_rows, in->k.block_rows);
+        fx_err_format(st_dq.o, b, sizeof b);
+        printf("  O   vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, o_bound,
+               o_pass ? "PASS" : "FAIL");
+        print_err("    CPU model vs the same:", md_dq.o);
+        fx_err_format(st_dq.lse, b, sizeof b);
+        printf("  LSE vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, lse_bound,
+               lse_pass ? "PASS" : "FAIL");
+        print_err("    CPU model vs the same:", md_dq.lse);
+        print_err("O   vs fp64 on fp32 inputs:", st_f.o);
+        print_err("    CPU model vs the same:", md_f.o);
+        print_err("LSE vs fp64 on fp32 inputs:", st_f.lse);
+        print_err("O   vs CPU model:", st_md);
+        if (md_f.o.rmse > 0)
+            printf("  RMSE of O vs fp64 on fp32 inputs, stage / CPU model: %.4f\n",
+                   st_f.o.rmse / md_f.o.rmse);
+        if (nan_o || nan_l)
+            printf("  NaN over all elements: O %zu, LSE %zu: FAIL\n", nan_o, nan_l);
+        if (past)
+            printf("  %zu rows past the fast range (|R| >= 2^24), which the stage does not "
+                   "handle: FAIL\n",
+                   past);
+    }
+    cudaError_t err =
+        check_prev(c, p, qd, kd, vd, o_h, lse_h, o_bound, lse_bound, verbose, pass, res);
+    free(qd);
+    free(kd);
+    free(vd);
+    free(dq_o);
+    free(dq_l);
+    free(f_o);
+    free(f_l);
+    free(m_o);
+    free(m_l);
+    return err;
+}
+
+/* --repeat N: N − 1 more launches, each bitwise equal to the first run's outputs. */
+static cudaError_t repeat_check(const fx_problem *p, fp8_device *d, const float *o_h,
+                                const float *lse_h, int repeat, bool verbose, bool *pass)
+{
+    const size_t no = fx_numel_o(p), nl = fx_numel_lse(p);
+    float *o2 = fx_xmalloc(no * sizeof(float)), *l2 = fx_xmalloc(nl * sizeof(float));
+    cudaError_t err = cudaSuccess;
+    bool same = true;
+    for (int it = 1; it < repeat && same; ++it) {
+        if ((err = run_once(p, d, o2, l2)))
+            break;
+        same =
+            memcmp(o2, o_h, no * sizeof(float)) == 0 && memcmp(l2, lse_h, nl * sizeof(float)) == 0;
+        if (!same && verbose)
+            printf("  repeat %d of %d differs bitwise from the first run: FAIL\n", it + 1, repeat);
+    }
+    if (!err && same && verbose)
+        printf("  repeat: %d runs bitwise equal (forward)  PASS\n", repeat);
+    *pass &= same;
+    free(o2);
+    free(l2);
+    return err;
+}
+
+int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res)
+{
+    char line[512];
+    if (c->opt.backward || c->opt.save || c->opt.load || !c->self->fp8_tiles) {
+        fx_error("e4m3 has no backward, --save or --load, and needs a stage with fp8 tiles");
+        return FX_EXIT_USAGE;
+    }
+    fx_problem_format(p, line, sizeof line);
+    if (verbose)
+        printf("%s fwd: %s\n", c->self->id, line);
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    float *q = draw_f32(p, FX_T_Q, nq), *k = draw_f32(p, FX_T_K, nkv),
+          *v = draw_f32(p, FX_T_V, nkv);
+    const fx_fp8_recipe recipe = {.scaling = p->fp8_scaling,
+                                  .incoherent = p->fp8_hadamard,
+                                  .sign_seed = p->seed,
+                                  .tiles = c->self->fp8_tiles(p->head_dim)};
+    fx_fp8_inputs in;
+    fx_fp8_prepare(p, q, k, v, recipe, &in);
+    fp8_device d;
+    float *o_h = fx_xmalloc(nq * sizeof(float)), *lse_h = fx_xmalloc(nl * sizeof(float));
+    int rc = FX_EXIT_FAIL;
+    bool pass = true, csv_ok = true;
+    cudaError_t err = device_make(c, p, &in, &d);
+    if (err == cudaErrorMemoryAllocation) {
+        rc = FX_EXIT_USAGE;
+        goto out;
+    }
+    if (err || (err = run_once(p, &d, o_h, lse_h)))
+        goto out;
+    if (c->opt.check && (err = check_case(c, p, q, k, v, &in, o_h, lse_h, verbose, &pass, res)))
+        goto out;
+    if (c->opt.digest) {
+        fx_outputs digest = {.o_h = o_h, .lse_h = lse_h};
+        fx_print_digest(p, &digest, false);
+    }
+    if (c->opt.repeat > 1 && (err = repeat_check(p, &d, o_h, lse_h, c->opt.repeat, verbose, &pass)))
+        goto out;
+    res->pass = pass;
+    if (c->opt.bench && (err = fx_bench_forward(c, p, &d.run, res, &csv_ok)))
+        goto out;
+    rc = pass && csv_ok ? FX_EXIT_OK : FX_EXIT_FAIL;
+    if (verbose && c->opt.check)
+        printf("  %s\n", pass ? "PASS" : "FAIL");
+out:
+    device_free(&d);
+    fx_fp8_inputs_free(&in);
+    free(q);
+    free(k);
+    free(v);
+    free(o_h);
+    free(lse_h);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        fx_error("CUDA error: %s", cudaGetErrorString(err));
+        rc = FX_EXIT_FAIL;
+    }
+    return rc;
+}

@@ -1,0 +1,48 @@
+/*
+ * fx_fp8_case.h — one e4m3 case (stage 10), end to end.
+ *
+ * The inputs are drawn in fp32 (fx_draw.h: the same numbers the 16-bit stages round), then
+ * prepared by the problem's recipe (fx_problem.h: fp8_scaling, fp8_hadamard; fx_fp8_prepare):
+ * e4m3 codes and fp32 descales. The stage runs on the codes and descales (V transposed on the
+ * host when p->fp8_v_transposed). Its bf16 O and fp32 LSE are then compared, on sampled
+ * (batch, head) slices, all rows of each, with
+ *   - the fp64 reference on the dequantized inputs (descale·e4m3(code)): the pass rule below;
+ *   - the fp64 reference on the fp32 inputs before quantization: the error a user sees (the
+ *     FA3 paper's Table 3 measures this one), reported, not judged;
+ *   - the CPU model of the algorithm (fx_fp8_model.h) on the same codes and descales, which
+ *     is the emulation of the pass rule and is reported against both references and the
+ *     stage;
+ * and, over every element, with the previous stage (08) in bf16 on the dequantized inputs
+ * rounded to bf16.
+ *
+ * The pass rule for e4m3 is FlashAttention's (fx_check.h) with the CPU model as the
+ * emulation: max|stage − ref_dq| <= 2·max|model − ref_dq| + one bf16 ulp at the largest
+ * |ref_dq|, and the same for the LSE with fx_pass_lse. Why against the dequantized inputs:
+ * the quantization is the same step for the stage and the model (they read the same codes),
+ * so the error it adds is not the kernel's; what is left is P rounded to e4m3, the fp32 (or
+ * tensor-core) sums and the bf16 output, which the model emulates. FA3's own tests compare
+ * against a reference in the low precision in the same spirit. The stage against stage 08 is
+ * held to twice that bound (each is within its own bound of ref_dq; 08's is far smaller).
+ */
+#ifndef FX_FP8_CASE_H
+#define FX_FP8_CASE_H
+
+#include <stdbool.h>
+
+#include "fx_case.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs the e4m3 problem p (which c->self's capabilities cover) through c->self on the GPU
+ * (device open): the checks above when c->opt.check, --repeat, --bench and --csv as asked.
+ * Prints the report when `verbose`. Returns as fx_run_case: 0 pass, 1 fail (a check, a
+ * CUDA error, a lost CSV row), 2 too large for device memory or an option e4m3 does not take
+ * (--bwd, --save, --load). */
+int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
