@@ -107,6 +107,34 @@ START_TEST(an_unknown_dtype_or_distribution_is_refused)
 }
 END_TEST
 
+/* The e4m3 recipe (stage 10) takes e4m3 alone, and e4m3 takes what its CPU model and kernel
+ * do: fixed-length batches, head_dim_v = head_dim, Hadamard at a power-of-two head_dim. */
+START_TEST(fp8_options_need_e4m3_and_e4m3_its_limits)
+{
+    assert_refused("--hadamard", "--hadamard", "e4m3");
+    assert_refused("--fp8-vt --dtype fp16", "--fp8-vt", "fp16");
+    assert_refused("--fp8-scaling per-block", "--fp8-scaling", "e4m3");
+    assert_refused("--dtype e4m3 --fp8-scaling per-row", "per-row", "per-block");
+    assert_refused("--dtype e4m3 --hadamard --head-dim 96", "power of two", "96");
+    assert_refused("--dtype e4m3 --head-dim 192 --head-dim-v 128", "head_dim_v", "128");
+    assert_refused("--dtype e4m3 --seqlens-q 3,4", "fixed-length", NULL);
+}
+END_TEST
+
+START_TEST(the_fp8_recipe_is_set_by_its_options)
+{
+    parsed r = parse("--dtype e4m3 --fp8-scaling per-block --hadamard --fp8-vt");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_int_eq(r.o.problem.dtype, FX_E4M3);
+    ck_assert_int_eq(r.o.problem.fp8_scaling, FX_FP8_PER_BLOCK);
+    ck_assert(r.o.problem.fp8_hadamard && r.o.problem.fp8_v_transposed);
+    r = parse("--dtype e4m3");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert_int_eq(r.o.problem.fp8_scaling, FX_FP8_PER_TENSOR); /* the paper's baseline */
+    ck_assert(!r.o.problem.fp8_hadamard && !r.o.problem.fp8_v_transposed);
+}
+END_TEST
+
 START_TEST(a_malformed_number_is_refused)
 {
     assert_refused("--batch 4x", "4x", NULL);
@@ -452,6 +480,11 @@ START_TEST(every_flag_sets_its_field)
         if (t[i].kind != FX_OPT_FLAG)
             continue;
         parsed r = parse(t[i].name);
+        if (r.rc != 0 && strstr(r.why, "needs --dtype e4m3")) { /* an e4m3 recipe's flag */
+            char line[96];
+            snprintf(line, sizeof line, "--dtype e4m3 %s", t[i].name);
+            r = parse(line);
+        }
         ck_assert_msg(r.rc == 0, "%s: %s", t[i].name, r.why);
         ck_assert_msg(*(const bool *)((const char *)&r.o + t[i].field), "%s left its field",
                       t[i].name);
@@ -468,6 +501,7 @@ static Suite *options_suite(void)
     tcase_add_test(refuse, head_dims_outside_multiples_of_8_up_to_256_are_refused);
     tcase_add_test(refuse, head_dims_v_outside_multiples_of_8_up_to_256_are_refused);
     tcase_add_test(refuse, an_unknown_dtype_or_distribution_is_refused);
+    tcase_add_test(refuse, fp8_options_need_e4m3_and_e4m3_its_limits);
     tcase_add_test(refuse, a_malformed_number_is_refused);
     tcase_add_test(refuse, an_unknown_option_or_a_missing_value_is_refused);
     tcase_add_test(refuse, sizes_past_a_32_bit_index_are_refused);
@@ -488,6 +522,7 @@ static Suite *options_suite(void)
     tcase_add_test(accept, head_dim_v_is_set_by_its_option_and_head_dim_by_default);
     tcase_add_test(accept, help_is_accepted);
     tcase_add_test(accept, a_seed_is_decimal_or_0x_hex_never_octal);
+    tcase_add_test(accept, the_fp8_recipe_is_set_by_its_options);
     suite_add_tcase(s, accept);
 
     TCase *table = tcase_create("table");

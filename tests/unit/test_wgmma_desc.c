@@ -86,6 +86,28 @@ START_TEST(k_major_sw128_of_a_64x64_bf16_tile)
 }
 END_TEST
 
+/* Stage 10's e4m3 tiles: Q and K in 64-byte rows (64B swizzle, atom 8 × 64 B), Vᵀ in 32-byte
+ * rows (32B swizzle, atom 8 × 32 B): SBO is one atom, the layout field the ISA's 2 and 3. */
+START_TEST(k_major_sw64_and_sw32_of_the_e4m3_tiles)
+{
+    const uint32_t tile = 0x4400; /* on a 1024-byte boundary, so on both atoms' */
+    fx_wgmma_desc_fields f = fx_wgmma_desc_decode(fx_wgmma_desc_k_sw64(tile));
+    ck_assert_uint_eq(f.start_address, tile >> 4);
+    ck_assert_uint_eq(f.sbo, 512 >> 4); /* 8 rows × 64 B */
+    ck_assert_uint_eq(f.lbo, 1);
+    ck_assert_uint_eq(f.base_offset, 0);
+    ck_assert_uint_eq(f.layout, 2); /* 64B swizzle */
+    f = fx_wgmma_desc_decode(fx_wgmma_desc_k_sw32(tile));
+    ck_assert_uint_eq(f.sbo, 256 >> 4); /* 8 rows × 32 B */
+    ck_assert_uint_eq(f.layout, 3);     /* 32B swizzle */
+    ck_assert_uint_eq(FX_SWIZZLE64_ATOM_BYTES, 8 * FX_SWIZZLE64_ROW_BYTES);
+    ck_assert_uint_eq(FX_SWIZZLE32_ATOM_BYTES, 8 * FX_SWIZZLE32_ROW_BYTES);
+    /* The second k32 slice of a 64-byte row is 32 e4m3 further: +2 in the address field. */
+    const uint64_t d1 = fx_wgmma_desc_k_sw64(tile + 32);
+    ck_assert_uint_eq(fx_wgmma_desc_decode(d1).start_address, (tile >> 4) + 2);
+}
+END_TEST
+
 START_TEST(advancing_k_by_16_bf16_adds_2_to_the_address)
 {
     const uint64_t d0 = fx_wgmma_desc_k_sw128(0x4400);
@@ -284,6 +306,7 @@ static Suite *wgmma_desc_suite(void)
     tcase_add_test(desc, address_encoding_keeps_18_bits);
     tcase_add_test(desc, layout_values_match_the_isa);
     tcase_add_test(desc, k_major_sw128_of_a_64x64_bf16_tile);
+    tcase_add_test(desc, k_major_sw64_and_sw32_of_the_e4m3_tiles);
     tcase_add_test(desc, advancing_k_by_16_bf16_adds_2_to_the_address);
     tcase_add_test(desc, mn_major_sw128_of_v);
     suite_add_tcase(s, desc);
