@@ -8,8 +8,9 @@
 #   scripts/stage_diff.sh -c 07 08       only the count: lines added + removed by diff -u
 #                                        between the kernel files (*.cu *.cuh *.c *.h), with
 #                                        and without comment lines
-#   scripts/stage_diff.sh --table        a markdown table of that count for every
-#                                        neighbouring pair (01→02, 02→03, ...), for docs/
+#   scripts/stage_diff.sh --table        a markdown table of that count for every stage
+#                                        against the one it builds on (01→02, 02→03, ...,
+#                                        08→10: its CHECKS list's last), for docs/
 #   scripts/stage_diff.sh --strip FILE   FILE with its comments stripped (the -s filter)
 #
 # A stage is named by its number (7, 07, 05a) or its folder (07_pingpong). Files pair
@@ -341,6 +342,15 @@ describe_pairs() {
     echo "$text"
 }
 
+# The stage that stage folder $1 builds on: the last id in fx_add_stage's CHECKS list of its
+# CMakeLists.txt ("" when it has none).
+base_of() {
+    local cmake=$stages_dir/$1/CMakeLists.txt
+    [[ -f $cmake ]] || return 0
+    sed -n '/fx_add_stage(/,/)/p' "$cmake" | tr '\n' ' ' | sed -n 's/.*CHECKS//p' |
+        { grep -oE '(^|[[:space:]])[0-9]{2}[a-z]?_[a-z0-9_]+' || true; } | tail -1 | tr -d ' '
+}
+
 if ((table)); then
     ((${#args[@]} == 0)) || die "--table takes no stage numbers (it covers every pair)"
     mapfile -t all < <(list_stages)
@@ -354,7 +364,11 @@ if ((table)); then
     echo "| step | kernel files compared | added + removed | without comments |"
     echo "|---|---|---:|---:|"
     for ((k = 1; k < ${#all[@]}; ++k)); do
-        a=${all[k - 1]} b=${all[k]}
+        # Each stage against the one it builds on: the last stage its CMakeLists.txt
+        # checks against (fx_add_stage's CHECKS; stage 10 builds on 08, not 09), else
+        # the folder before it.
+        a=$(base_of "${all[k]}") b=${all[k]}
+        [[ -n $a && -d $stages_dir/$a ]] || a=${all[k - 1]}
         pair "$a" "$b"
         read -r ad rm < <(count_pair "$a" "$b" 0)
         read -r sad srm < <(count_pair "$a" "$b" 1)

@@ -26,7 +26,7 @@ __all__ = [
 
 API_VERSION = 2  # FX_API_VERSION of api/fx_api.h, whose structs are mirrored below
 _OK, _ERROR, _USAGE, _NO_GPU = 0, 1, 2, 77  # fx_api_status
-_DTYPES = {"bf16": 0, "fp16": 1}  # FX_API_BF16, FX_API_FP16
+_DTYPES = {"bf16": 0, "fp16": 1, "e4m3": 2}  # FX_API_BF16, FX_API_FP16, fx_problem.h's FX_E4M3
 _MAX_HEAD_DIMS = 8
 _MAX_HEAD_DIM_V_PAIRS = 4
 _MSG_BYTES = 2048

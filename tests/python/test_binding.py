@@ -38,14 +38,15 @@ def raises(exc_type, fn, *args, **kwargs):
 
 
 ids = ["01_naive", "02_flash1", "03_flash2", "04_tma_mbarrier", "05_wgmma",
-       "06_warp_specialized", "07_pingpong", "08_intra_wg_overlap", "09_persistent"]
+       "06_warp_specialized", "07_pingpong", "08_intra_wg_overlap", "09_persistent", "10_fp8"]
 expect(fx.stages() == ids, f"stages() is {fx.stages()}")
 
 for sid in ids:
     c = fx.capabilities(sid)
     n = int(sid[:2])
     expect(c["id"] == sid, f"{sid}: id {c['id']}")
-    expect(c["dtypes"] == ["bf16", "fp16"], f"{sid}: dtypes {c['dtypes']}")
+    want_dtypes = ["e4m3"] if n == 10 else ["bf16", "fp16"]
+    expect(c["dtypes"] == want_dtypes, f"{sid}: dtypes {c['dtypes']}")
     expect(c["causal"] and c["gqa"], f"{sid}: causal {c['causal']} gqa {c['gqa']}")
     expect(c["backward"] == (n <= 3), f"{sid}: backward {c['backward']}")
     expect(c["varlen"] == (n == 9), f"{sid}: varlen {c['varlen']}")

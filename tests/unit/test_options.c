@@ -417,7 +417,9 @@ START_TEST(help_lists_every_option_and_no_other)
     for (const char *at = strstr(text, "--"); at; at = strstr(at + 2, "--")) {
         char name[64];
         size_t k = 0;
-        while (k + 1 < sizeof name && (at[k] == '-' || (at[k] >= 'a' && at[k] <= 'z')))
+        /* Option names are lower-case words and digits joined by '-' (--fp8-scaling). */
+        while (k + 1 < sizeof name && (at[k] == '-' || (at[k] >= 'a' && at[k] <= 'z') ||
+                                       (k > 2 && at[k] >= '0' && at[k] <= '9')))
             name[k] = at[k], ++k;
         name[k] = '\0';
         ck_assert_msg(fx_option_find(name), "--help names '%s', which the parser refuses", name);
