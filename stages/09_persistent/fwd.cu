@@ -1191,7 +1191,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         smem_raw + (smem_addr - fx_smem_addr(smem_raw)));  // the same bytes, generic address
 
     const int tid = threadIdx.x;
-    const int warpgroup = tid / kWarpgroupThreads;
+    // Broadcast from lane 0, so that ptxas knows the warpgroup is the same in every lane of
+    // the warp (a uniform register): Q's wgmma descriptors, which derive from it, then stay in
+    // uniform registers across the mainloop instead of two R2UR moves before every S wgmma
+    // (CUTLASS's canonical_warp_group_idx does the same).
+    const int warpgroup = __shfl_sync(kFullWarp, tid / kWarpgroupThreads, 0);
     const int warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
 
     // ---- Barriers: initialised once per CTA; their phases run on from tile to tile ----
