@@ -237,16 +237,16 @@ __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
 {
     const uint64_t tile =
         fx_wgmma_desc_k_sw128(sQ + (uint32_t)(consumer * kWgmmaM * kSlabRowBytes));
-    return fx_wgmma_desc_advance(tile, (uint32_t)((kk / 4) * Cfg::kSlabQBytes +
-                                                  (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES));
+    return fx_wgmma_desc_advance(
+        tile, (uint32_t)((kk / 4) * Cfg::kSlabQBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES));
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
-    return fx_wgmma_desc_advance(fx_wgmma_desc_k_sw128(sK),
-                                 (uint32_t)((kk / 4) * Cfg::kSlabKVBytes +
-                                            (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES));
+    return fx_wgmma_desc_advance(
+        fx_wgmma_desc_k_sw128(sK),
+        (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES));
 }
 
 template <class Cfg>
