@@ -161,7 +161,12 @@ static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_mn_sw128(uint32_t smem_addr,
 
 static inline FX_WGMMA_HD uint64_t fx_wgmma_desc_advance(uint64_t desc, uint32_t bytes)
 {
-    return desc + (uint64_t)(bytes >> 4);
+    /* A 32-bit add to the low word, which holds the address field: the same value as the
+     * 64-bit add (no field reaches bits 30 and 31, so nothing carries into the high word), but
+     * one add, where the 64-bit one also adds the carry to the high word (CUTLASS's
+     * DescriptorIterator adds to the low word likewise). */
+    const uint32_t lo = (uint32_t)desc + (bytes >> 4);
+    return (desc & 0xFFFFFFFF00000000ull) | (uint64_t)lo;
 }
 
 /* Byte offset, inside a 1024-byte-aligned tile of 128-byte rows written by TMA with

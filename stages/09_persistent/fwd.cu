@@ -209,7 +209,7 @@ static_assert(ConfigD64::kNumConsumers <= 3 && ConfigD128::kNumConsumers <= 3 &&
 constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
 /* END UNIT */
 
-/* UNIT(descriptors) */
+/* UNIT(descriptors, changed: a k16 slice's descriptor is its tile's, advanced by an add) */
 /* ---------------------------------------------------------------------------------
  * wgmma descriptors of the tiles (layouts: common/ptx/wgmma_desc.h)
  *
@@ -224,28 +224,36 @@ constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
  * when N = head_dim > 64).
  * ------------------------------------------------------------------------------ */
 
+/* Stage 09: a slice's descriptor is the tile's descriptor advanced by the slice's offset (a
+ * compile-time constant once the k loop is unrolled), not encoded anew from its address. The
+ * encoding masks, shifts and ors the address (ULOP3, USHF, ULOP3 on the uniform datapath),
+ * and ptxas cannot turn that into an add, since address + offset might carry out of the
+ * 14-bit field: encoded per slice, that was three uniform instructions more per wgmma, 16
+ * wgmmas a K/V block at head_dim 128 (docs/09, "Where the extra instructions are"). Now one
+ * encoding per tile (per stage of the ring), then one 32-bit add per slice, as CUTLASS's
+ * descriptor iterator does. */
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
 {
-    const uint32_t addr =
-        sQ + (uint32_t)((kk / 4) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlabRowBytes +
-                        (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
-    return fx_wgmma_desc_k_sw128(addr);
+    const uint64_t tile =
+        fx_wgmma_desc_k_sw128(sQ + (uint32_t)(consumer * kWgmmaM * kSlabRowBytes));
+    return fx_wgmma_desc_advance(
+        tile, (uint32_t)((kk / 4) * Cfg::kSlabQBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES));
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
-    const uint32_t addr =
-        sK + (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES);
-    return fx_wgmma_desc_k_sw128(addr);
+    return fx_wgmma_desc_advance(
+        fx_wgmma_desc_k_sw128(sK),
+        (uint32_t)((kk / 4) * Cfg::kSlabKVBytes + (kk % 4) * FX_WGMMA_K16_STEP_K_MAJOR_BYTES));
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_v(uint32_t sV, int kk)
 {
-    return fx_wgmma_desc_mn_sw128(sV + (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES),
-                                  (uint32_t)Cfg::kSlabKVBytes);
+    return fx_wgmma_desc_advance(fx_wgmma_desc_mn_sw128(sV, (uint32_t)Cfg::kSlabKVBytes),
+                                 (uint32_t)(kk * FX_WGMMA_K16_STEP_MN_MAJOR_BYTES));
 }
 /* END UNIT */
 
@@ -1183,7 +1191,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
         smem_raw + (smem_addr - fx_smem_addr(smem_raw)));  // the same bytes, generic address
 
     const int tid = threadIdx.x;
-    const int warpgroup = tid / kWarpgroupThreads;
+    // Broadcast from lane 0, so that ptxas knows the warpgroup is the same in every lane of
+    // the warp (a uniform register): Q's wgmma descriptors, which derive from it, then stay in
+    // uniform registers across the mainloop instead of two R2UR moves before every S wgmma
+    // (CUTLASS's canonical_warp_group_idx does the same).
+    const int warpgroup = __shfl_sync(kFullWarp, tid / kWarpgroupThreads, 0);
     const int warp_in_wg = (tid / kWarpSize) % kWarpsPerWarpgroup;
 
     // ---- Barriers: initialised once per CTA; their phases run on from tile to tile ----
