@@ -104,8 +104,18 @@ static int main_checked(fx_ctx *c)
      * GPU lacks the resources for is a skip, as for no GPU at all. For --matrix the problem
      * is the default one (the options refuse any other): what it checks then is the
      * stage's own settings (FX_ABLATION, say), before any case runs. */
-    const int supported =
-        fx_stage_supports(c->self, &c->opt.problem, c->opt.backward, why, sizeof why);
+    fx_problem checked = c->opt.problem;
+    /* --matrix makes its cases in the stage's own dtypes, so the default problem's bf16
+     * need not be one of them (stage 10 takes e4m3 alone, with V given transposed): the
+     * check then takes the stage's first dtype. */
+    if (c->opt.matrix && !(c->self->caps.dtypes & FX_DTYPE_BIT(checked.dtype)))
+        for (int dt = 0; dt < FX_DTYPE_COUNT; ++dt)
+            if (c->self->caps.dtypes & FX_DTYPE_BIT(dt)) {
+                checked.dtype = (fx_dtype)dt;
+                checked.fp8_v_transposed = dt == FX_E4M3;
+                break;
+            }
+    const int supported = fx_stage_supports(c->self, &checked, c->opt.backward, why, sizeof why);
     if (supported == FX_EXIT_NO_GPU)
         return no_gpu(why);
     if (supported != 0) {
