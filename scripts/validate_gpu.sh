@@ -236,10 +236,18 @@ for bin in "${stages[@]}"; do
     bwd=()
     if fx_stage_has_backward "$bin"; then bwd=(--bwd); fi
     read -r -a dims <<<"$(head_dims_of "$bin")"
+    # A stage of e4m3 alone (stage 10) takes its inputs that way, V given transposed, whose
+    # seqlen_k is a multiple of 16; it has no exact path and no fp16 (the last --dtype and
+    # --seqlen-k given count).
+    fp8=()
+    if [[ $("$bin" --help) == *$'\n  dtype:    e4m3\n'* ]]; then
+        fp8=(--dtype e4m3 --fp8-vt --seqlen-k 96)
+    fi
     # Stages 03 on have the exact path (common/fx_exact_rows.cuh): its own runs, at logits
     # where some warps take it and others not, and where every row does.
     exact=()
-    if [[ $id =~ ^(0[3-9]|[1-9][0-9])_ ]] && [[ " ${dims[*]} " == *" 128 "* ]]; then
+    if [[ $id =~ ^(0[3-9]|[1-9][0-9])_ ]] && [[ " ${dims[*]} " == *" 128 "* ]] &&
+        ((${#fp8[@]} == 0)); then
         exact=("exact_mixed" "exact_all")
     fi
     for tool in memcheck racecheck synccheck; do
@@ -250,7 +258,7 @@ for bin in "${stages[@]}"; do
         sanitizer[$id,$tool]=clean
         for d in "${dims[@]}" ${exact[@]+"${exact[@]}"}; do
             read -r -a extra <<<"$(shape_of "$d")"
-            args=("${small[@]}" "${extra[@]}")
+            args=("${small[@]}" "${extra[@]}" ${fp8[@]+"${fp8[@]}"})
             # the backward too, except on the exact path's runs: a forward path alone
             [[ $d == exact_* ]] || args+=(${bwd[@]+"${bwd[@]}"})
             echo "=== $id $tool: ${args[*]} ===" >"$tmp/san_$n.head"
