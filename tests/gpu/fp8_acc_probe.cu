@@ -17,8 +17,9 @@
  *   1. layout sanity, per dtype and shared-memory layout (the project's swizzle, and two
  *      no-swizzle variants as fallbacks): all ones; a single nonzero product placed at every
  *      k of every row of A, then of B (a wrong k, row or accumulator mapping gives another
- *      value); random small integers (exact). PASS/FAIL each; the precision series use the
- *      first layout that passes, and none are trusted if none does.
+ *      value); random small integers (exact). PASS/FAIL each; the fallbacks run only if the
+ *      swizzled layout fails; the series use the first layout that passes, and none are
+ *      trusted if none does.
  *   2. per dtype, the series (tables: "kept" = how many units of the small term survived):
  *      S1 one large product 2^E and small ones 2^(E-t): where they stop counting, with which
  *         rounding (values 1 and 1.5 units, both signs, one or k-1 of them, large one
@@ -1008,7 +1009,8 @@ int main(void)
     int layout_of[2] = {-1, -1};
     printf("\n== 1. layout sanity (must PASS before anything below means anything) ==\n");
     for (int dt = 0; dt < 2; ++dt)
-        for (int lay = 0; lay < N_LAYOUTS; ++lay) {
+        for (int lay = 0; lay < N_LAYOUTS && layout_of[dt] < 0; ++lay) {
+            /* the fallbacks run only when the project's layout failed */
             printf(" %s, layout %d: %s\n", dt_name[dt], lay, layout_name[lay]);
             if (layout_sanity(dt, lay) && layout_of[dt] < 0)
                 layout_of[dt] = lay;
