@@ -10,6 +10,7 @@
 #include "fx_fp8_acc.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,15 +21,28 @@ static int exponent_of(double x) /* floor(log2 |x|), x != 0 */
     return e - 1;
 }
 
+/* floor(log2 |x|) of a nonzero float, from its bits where it is normal (every e4m3 and bf16
+ * value is a normal float): the CPU model calls this for every operand of every product. */
+static int exponent_of_float(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const int biased = (int)((u >> 23) & 0xffu);
+    return biased != 0 ? biased - 127 : exponent_of((double)x);
+}
+
+/* 2^e as a double, exact for -1022 <= e <= 1023 (the shifts here are far inside). */
+static double pow2(int e)
+{
+    return ldexp(1.0, e);
+}
+
 static double round_int(double x, fx_acc_round r)
 {
     switch (r) {
-    case FX_ACC_RZ:
-        return trunc(x);
-    case FX_ACC_RD:
-        return floor(x);
-    default:
-        return nearbyint(x); /* the default rounding mode: nearest, ties to even */
+    case FX_ACC_RZ: return trunc(x);
+    case FX_ACC_RD: return floor(x);
+    default: return nearbyint(x); /* the default rounding mode: nearest, ties to even */
     }
 }
 
@@ -43,8 +57,7 @@ static float to_f32(double x, fx_acc_round r)
     return f;
 }
 
-float fx_fp8_dot_model(const float *a, const float *b, int n, float c,
-                       const fx_fp8_acc_params *prm)
+float fx_fp8_dot_model(const float *a, const float *b, int n, float c, const fx_fp8_acc_params *prm)
 {
     const int group = prm->group < 1 ? 1 : (prm->group > 64 ? 64 : prm->group);
     const int bits = prm->frac_bits < 1 ? 1 : (prm->frac_bits > 45 ? 45 : prm->frac_bits);
@@ -59,7 +72,8 @@ float fx_fp8_dot_model(const float *a, const float *b, int n, float c,
             if (p == 0.0)
                 continue;
             term[nt] = p;
-            texp[nt] = prm->emax_fields ? exponent_of(a[k]) + exponent_of(b[k]) : exponent_of(p);
+            texp[nt] = prm->emax_fields ? exponent_of_float(a[k]) + exponent_of_float(b[k])
+                                        : exponent_of(p);
             ++nt;
         }
         const int join = prm->c_mode == FX_ACC_C_JOIN;
@@ -74,10 +88,11 @@ float fx_fp8_dot_model(const float *a, const float *b, int n, float c,
         for (int t = 1; t < nt; ++t)
             emax = texp[t] > emax ? texp[t] : emax;
         const int shift = bits - emax; /* term·2^shift: units of 2^(emax − B) */
+        const double up = pow2(shift), down = pow2(-shift); /* exact scalings */
         double sum = 0.0;
         for (int t = 0; t < nt; ++t)
-            sum += round_int(ldexp(term[t], shift), prm->term_round);
-        const double exact_sum = ldexp(sum, -shift);
+            sum += round_int(term[t] * up, prm->term_round);
+        const double exact_sum = sum * down;
         if (join)
             acc = to_f32(exact_sum, prm->out_round);
         else
@@ -117,8 +132,8 @@ int fx_fp8_acc_parse(const char *text, fx_fp8_acc_params *out)
     char c_name[8], e_name[8];
     int g, bits;
     char term[8], outr[8];
-    if (sscanf(text, " G=%d B=%d term=%7s c=%7s out=%7s emax=%7s", &g, &bits, term, c_name,
-               outr, e_name) != 6)
+    if (sscanf(text, " G=%d B=%d term=%7s c=%7s out=%7s emax=%7s", &g, &bits, term, c_name, outr,
+               e_name) != 6)
         return -1;
     fx_fp8_acc_params p;
     if (g < 1 || bits < 1 || bits > 45 || parse_round(term, &p.term_round) ||
@@ -166,10 +181,23 @@ void fx_fp8_acc_describe(const fx_fp8_acc_params *prm, int k, char *buf, size_t 
     snprintf(buf, size,
              "products aligned to the largest%s exponent %s, %s to %d bits below it; "
              "C: %s; group sum to fp32 %s",
-             prm->emax_fields ? " (unnormalised: ea+eb)" : "", groups,
-             round_words(prm->term_round), prm->frac_bits,
+             prm->emax_fields ? " (unnormalised: ea+eb)" : "", groups, round_words(prm->term_round),
+             prm->frac_bits,
              prm->c_mode == FX_ACC_C_JOIN
                  ? "one more term of the same alignment (its low bits lost likewise)"
                  : "added after, in fp32 round-to-nearest",
              prm->out_round == FX_ACC_RN ? "to nearest" : round_words(prm->out_round));
+}
+
+const fx_fp8_acc_params *fx_fp8_acc_hopper(void)
+{
+    /* The text form's fields, spelled out (fx_fp8_acc_parse of FX_FP8_ACC_HOPPER_E4M3 gives
+     * the same: tests/unit/test_fp8_acc.c checks it). */
+    static const fx_fp8_acc_params hopper = {.group = 32,
+                                             .frac_bits = 13,
+                                             .term_round = FX_ACC_RZ,
+                                             .c_mode = FX_ACC_C_JOIN,
+                                             .out_round = FX_ACC_RZ,
+                                             .emax_fields = 1};
+    return &hopper;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_fp8_acc.h"
 #include "fx_host.h"
 #include "fx_reference.h"
 #include "fx_softmax.h"
@@ -86,12 +87,22 @@ static void require_shape(const fx_fp8_tensor *t, const char *name, int batch, i
 typedef struct row_state {
     float *S;   /* [kBlockN] the tile's scores Q8·K8ᵀ            */
     float *acc; /* [head_dim] O_unnormalised / v_unit            */
+    float *P8;  /* [kBlockN] the tile's P in e4m3 (acc != NULL)  */
+    float *Vt;  /* [head_dim][kBlockN] the tile's V8, transposed */
 } row_state;
+
+/* The tensor core's sum c + Σ_k a[k]·b[k] over n products: in fp32 (acc NULL: an ideal
+ * accumulation, as fx_dot_f32 sums), or as the fx_fp8_acc.h model with parameters acc. */
+static float tc_dot(const float *a, const float *b, int n, float c, const fx_fp8_acc_params *acc)
+{
+    return acc ? fx_fp8_dot_model(a, b, n, c, acc) : c + fx_dot_f32(a, b, n);
+}
 
 /* The Q tile loop of one (b, h) slice, each row on its own (as the kernel's rows are). */
 static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const float *qf,
-                            const float *kf, const float *vf, float max_offset, int b, int h,
-                            row_state *st, float *o, float *lse)
+                            const float *kf, const float *vf, float max_offset,
+                            const fx_fp8_acc_params *acc, int b, int h, row_state *st, float *o,
+                            float *lse)
 {
     const int seqlen_q = p->seqlen_q, seqlen_k = p->seqlen_k, head_dim = p->head_dim;
     const int h_kv = h / (p->heads_q / p->heads_kv);
@@ -130,8 +141,8 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
                 for (int j = 0; j < kBlockN; ++j) {
                     if (!key_visible(p, row, key0 + j))
                         continue;
-                    st->S[j] =
-                        fx_dot_f32(q_row, kf + fx_offset(lkv, b, key0 + j, h_kv, 0), head_dim);
+                    st->S[j] = tc_dot(q_row, kf + fx_offset(lkv, b, key0 + j, h_kv, 0), head_dim,
+                                      0.0f, acc);
                     s_max = fmaxf(s_max, st->S[j]);
                     ++n_visible;
                 }
@@ -155,15 +166,34 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
                 /* P = 2^(S·c_n − (R − offset)) <= 2^offset, as one FFMA and one ex2. */
                 const float r_ref = R - max_offset;
                 for (int j = 0; j < kBlockN; ++j) {
-                    if (!key_visible(p, row, key0 + j))
+                    float P8 = 0.0f; /* a key the row does not see: P = 0 */
+                    if (key_visible(p, row, key0 + j)) {
+                        const float P = exp2f(fmaf(st->S[j], c_n, -r_ref));
+                        l += P;
+                        P8 = fx_e4m3_round(P); /* cvt.rn.satfinite.e4m3x2.f32 */
+                    }
+                    if (!acc) { /* fp32: key by key (exact products: e4m3 × e4m3) */
+                        if (P8 == 0.0f)
+                            continue;
+                        const float *v_row = vf + fx_offset(lkv, b, key0 + j, h_kv, 0);
+                        for (int d = 0; d < head_dim; ++d)
+                            st->acc[d] += P8 * v_row[d];
                         continue;
-                    const float P = exp2f(fmaf(st->S[j], c_n, -r_ref));
-                    l += P;
-                    const float P8 = fx_e4m3_round(P); /* cvt.rn.satfinite.e4m3x2.f32 */
-                    const float *v_row = vf + fx_offset(lkv, b, key0 + j, h_kv, 0);
+                    }
+                    /* The tensor core's way: O[d] += P8·V8[:, d] as wgmma chains of k = 32
+                     * keys, the accumulator the C of each (keys past seqlen_k are TMA's
+                     * zeros: P8 = 0 there, and V is not read). */
+                    st->P8[j] = P8;
+                    const bool in_range = key0 + j < seqlen_k;
+                    const float *v_row =
+                        in_range ? vf + fx_offset(lkv, b, key0 + j, h_kv, 0) : NULL;
                     for (int d = 0; d < head_dim; ++d)
-                        st->acc[d] += P8 * v_row[d]; /* exact products: e4m3 × e4m3 */
+                        st->Vt[(size_t)d * kBlockN + j] = in_range ? v_row[d] : 0.0f;
                 }
+                if (acc)
+                    for (int d = 0; d < head_dim; ++d)
+                        st->acc[d] =
+                            tc_dot(st->P8, st->Vt + (size_t)d * kBlockN, kBlockN, st->acc[d], acc);
             }
             float *o_row = o + fx_offset(lq, b, row, h, 0);
             float *lse_row = lse + ((size_t)b * p->heads_q + h) * seqlen_q + row;
@@ -185,7 +215,8 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
 }
 
 size_t fx_fp8_forward_slices(const fx_problem *p, const fx_fp8_inputs *in, float max_offset,
-                             int n_slices, const int *batch, const int *head, float *o, float *lse)
+                             const fx_fp8_acc_params *acc, int n_slices, const int *batch,
+                             const int *head, float *o, float *lse)
 {
     if (p->varlen || fx_head_dim_v(p) != p->head_dim) {
         fprintf(stderr, "fx_fp8_forward: fixed-length problems with head_dim_v == head_dim only\n");
@@ -203,14 +234,17 @@ size_t fx_fp8_forward_slices(const fx_problem *p, const fx_fp8_inputs *in, float
     size_t past_fast_range = 0;
 #pragma omp parallel reduction(+ : past_fast_range)
     {
-        row_state st = {xcalloc((size_t)in->k.block_rows, sizeof(float)),
-                        xcalloc((size_t)p->head_dim, sizeof(float))};
+        const size_t kn = (size_t)in->k.block_rows, d = (size_t)p->head_dim;
+        row_state st = {xcalloc(kn, sizeof(float)), xcalloc(d, sizeof(float)),
+                        xcalloc(kn, sizeof(float)), xcalloc(kn * d, sizeof(float))};
 #pragma omp for schedule(dynamic)
         for (int i = 0; i < n_slices; ++i)
             past_fast_range +=
-                forward_slice(p, in, qf, kf, vf, max_offset, batch[i], head[i], &st, o, lse);
+                forward_slice(p, in, qf, kf, vf, max_offset, acc, batch[i], head[i], &st, o, lse);
         free(st.S);
         free(st.acc);
+        free(st.P8);
+        free(st.Vt);
     }
     free(qf);
     free(kf);
@@ -218,8 +252,8 @@ size_t fx_fp8_forward_slices(const fx_problem *p, const fx_fp8_inputs *in, float
     return past_fast_range;
 }
 
-size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset, float *o,
-                      float *lse)
+size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset,
+                      const fx_fp8_acc_params *acc, float *o, float *lse)
 {
     const int n = p->batch * p->heads_q;
     int *batch = xcalloc((size_t)n, sizeof(int)), *head = xcalloc((size_t)n, sizeof(int));
@@ -227,7 +261,7 @@ size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_of
         batch[i] = i / p->heads_q;
         head[i] = i % p->heads_q;
     }
-    const size_t past = fx_fp8_forward_slices(p, in, max_offset, n, batch, head, o, lse);
+    const size_t past = fx_fp8_forward_slices(p, in, max_offset, acc, n, batch, head, o, lse);
     free(batch);
     free(head);
     return past;

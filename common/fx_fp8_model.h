@@ -11,10 +11,13 @@
  * What it computes, per (batch, query head h, KV head h / (heads_q/heads_kv)), per Q tile of
  * kBlockM rows and, inside it, the K/V tiles of kBlockN keys from the last one a row sees down
  * to the first (the stages' order), each row on its own:
- *   S  = Q8·K8ᵀ in fp32 from the e4m3 codes (the products are exact: 4 significant bits times
- *        4), summed as fx_dot_f32 sums;
+ *   S  = Q8·K8ᵀ from the e4m3 codes (the products are exact: 4 significant bits times 4),
+ *        summed as the tensor core sums them (fx_fp8_acc.h: Hopper keeps 13 bits below the
+ *        largest of each k32 wgmma's terms, measured by tests/gpu/fp8_acc_probe.cu), or in
+ *        fp32 as fx_dot_f32 sums (an ideal accumulation: the caller's choice, below);
  *   the online softmax in log2 units with the descales and the max offset (below);
- *   P  rounded to e4m3 (cvt.rn.satfinite) before O += P8·V8 in fp32; ℓ sums the fp32 P;
+ *   P  rounded to e4m3 (cvt.rn.satfinite) before O += P8·V8, summed as S is (the tensor
+ *        core's way: chains of 32 keys with O as their accumulator); ℓ sums the fp32 P;
  *   O  = acc·(δV/ℓ) rounded to bf16 (FA3's fp8 output type); LSE fp32, natural log.
  * A row that sees no key gets O = 0 and LSE = -inf.
  *
@@ -50,6 +53,7 @@
 #include <stdint.h>
 
 #include "fx_fp8.h"
+#include "fx_fp8_acc.h"
 #include "fx_problem.h"
 
 #ifdef __cplusplus
@@ -67,21 +71,24 @@ typedef struct fx_fp8_inputs {
     fx_fp8_tensor v; /* [batch, seqlen_k, heads_kv, head_dim], blocks of kBlockN rows */
 } fx_fp8_inputs;
 
-/* The e4m3 forward (above) of problem p (fixed length, head_dim_v == head_dim; p->dtype is
- * not read: O is bf16) on `in`, whose shapes must match p (aborts with a message
- * otherwise). max_offset: FX_FP8_MAX_OFFSET as FA3, or 0 to see what the offset buys (any
- * value in [0, 8]). Writes o [batch, seqlen_q, heads_q, head_dim] (bf16 values as float) and
- * lse [batch, heads_q, seqlen_q]. Returns the number of rows past the fast range (not
- * modelled, above): 0 for inputs of any sensible scale. Rows run in parallel (OpenMP); the
- * results do not depend on the thread count. */
-size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset, float *o,
-                      float *lse);
+/* The e4m3 forward (above) of problem p (fixed length, head_dim_v == head_dim; p->dtype is not
+ * read: O is bf16) on `in`, whose shapes must match p (aborts with a message otherwise). acc: how
+ * the tensor cores add the products of both GEMMs, fx_fp8_acc_hopper() for the H100/H200 (what
+ * stage 10's check compares the kernel with), NULL for fp32 sums (Table 3's CPU reproduction, the
+ * algebra's unit tests). max_offset: FX_FP8_MAX_OFFSET as FA3, or 0 to see what the offset buys
+ * (any value in [0, 8]). Writes o [batch, seqlen_q, heads_q, head_dim] (bf16 values as float) and
+ * lse [batch, heads_q, seqlen_q]. Returns the number of rows past the fast range (not modelled,
+ * above): 0 for inputs of any sensible scale. Rows run in parallel (OpenMP); the results do not
+ * depend on the thread count. */
+size_t fx_fp8_forward(const fx_problem *p, const fx_fp8_inputs *in, float max_offset,
+                      const fx_fp8_acc_params *acc, float *o, float *lse);
 
 /* The same on the (batch[i], head[i]) slices i < n_slices alone (distinct pairs): each
  * slice's rows of o and lse (full-size arrays, as above) are written, the rest untouched.
  * What a check that samples slices runs (common/fx_fp8_case.c). */
 size_t fx_fp8_forward_slices(const fx_problem *p, const fx_fp8_inputs *in, float max_offset,
-                             int n_slices, const int *batch, const int *head, float *o, float *lse);
+                             const fx_fp8_acc_params *acc, int n_slices, const int *batch,
+                             const int *head, float *o, float *lse);
 
 /* How Table 3's modes prepare the inputs: the scaling, whether incoherent processing runs
  * first (and its signs' seed), and the tiles the descale blocks follow. */

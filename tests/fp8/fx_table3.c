@@ -170,7 +170,7 @@ void fx_table3_run(const fx_table3_setup *s, const fx_cpu_model *fa2_fp16, bool 
         const fx_fp8_recipe r = {modes[e].scaling, modes[e].incoherent, s->seed, tiles};
         fx_fp8_inputs in;
         fx_fp8_prepare(&p, q, k, v, r, &in);
-        out->past_fast_range += fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, o, lse);
+        out->past_fast_range += fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, NULL, o, lse);
         out->rmse[modes[e].m] = rmse(o, o_ref, n);
         if (dequant_reference) {
             float *qd = xcalloc(n, sizeof(float)), *kd = xcalloc(n, sizeof(float));

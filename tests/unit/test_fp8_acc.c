@@ -76,8 +76,8 @@ END_TEST
 START_TEST(groups_and_c_modes)
 {
     float a[32] = {0}, b[32] = {0};
-    a[0] = b[0] = 256.0f;          /* 2^16 at k = 0 */
-    a[16] = b[16] = 0.25f;         /* 2^-4 = 2^(16-20) at k = 16 */
+    a[0] = b[0] = 256.0f;  /* 2^16 at k = 0 */
+    a[16] = b[16] = 0.25f; /* 2^-4 = 2^(16-20) at k = 16 */
     const fx_fp8_acc_params fp32 = params(16, 13, FX_ACC_RZ, FX_ACC_C_FP32, FX_ACC_RN, 0);
     const fx_fp8_acc_params join = params(16, 13, FX_ACC_RZ, FX_ACC_C_JOIN, FX_ACC_RN, 0);
     const fx_fp8_acc_params one = params(32, 13, FX_ACC_RZ, FX_ACC_C_FP32, FX_ACC_RN, 0);
@@ -110,7 +110,7 @@ START_TEST(unnormalised_product_exponent)
     float a[32] = {240.0f, 2.0f}, b[32] = {240.0f, 1.0f}; /* + 2^1 */
     const fx_fp8_acc_params value = params(32, 13, FX_ACC_RZ, FX_ACC_C_JOIN, FX_ACC_RN, 0);
     const fx_fp8_acc_params fields = params(32, 13, FX_ACC_RZ, FX_ACC_C_JOIN, FX_ACC_RN, 1);
-    ck_assert_float_eq(fx_fp8_dot_model(a, b, 32, 0.0f, &value), 57600.0f);        /* unit 4 */
+    ck_assert_float_eq(fx_fp8_dot_model(a, b, 32, 0.0f, &value), 57600.0f);         /* unit 4 */
     ck_assert_float_eq(fx_fp8_dot_model(a, b, 32, 0.0f, &fields), 57600.0f + 2.0f); /* unit 2 */
 }
 END_TEST
@@ -155,6 +155,28 @@ START_TEST(text_round_trip)
 }
 END_TEST
 
+/* The measured Hopper parameters: the text form and the struct the model uses agree, and they
+ * reproduce two rows of the probe's table S1 (a product 2^16 and one of 2^(16-t): kept while
+ * t <= 13, lost at 14; 1.5 units at t = 13 truncated to 1). */
+START_TEST(hopper_parameters)
+{
+    fx_fp8_acc_params p;
+    ck_assert_int_eq(fx_fp8_acc_parse(FX_FP8_ACC_HOPPER_E4M3, &p), 0);
+    const fx_fp8_acc_params *h = fx_fp8_acc_hopper();
+    ck_assert_int_eq(p.group, h->group);
+    ck_assert_int_eq(p.frac_bits, h->frac_bits);
+    ck_assert_int_eq(p.term_round, h->term_round);
+    ck_assert_int_eq(p.c_mode, h->c_mode);
+    ck_assert_int_eq(p.out_round, h->out_round);
+    ck_assert_int_eq(p.emax_fields, h->emax_fields);
+    const float a[2] = {256.0f, 2.0f}, b13[2] = {256.0f, 4.0f}, b14[2] = {256.0f, 2.0f};
+    ck_assert_float_eq(fx_fp8_dot_model(a, b13, 2, 0.0f, h), 65536.0f + 8.0f); /* t = 13 */
+    ck_assert_float_eq(fx_fp8_dot_model(a, b14, 2, 0.0f, h), 65536.0f);        /* t = 14 */
+    const float a15[2] = {256.0f, 3.0f}; /* 1.5 units of 2^3 at t = 13: one is kept */
+    ck_assert_float_eq(fx_fp8_dot_model(a15, b13, 2, 0.0f, h), 65536.0f + 8.0f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fp8_acc");
@@ -167,6 +189,7 @@ int main(void)
     tcase_add_test(tc, unnormalised_product_exponent);
     tcase_add_test(tc, wide_model_is_an_fp32_sum);
     tcase_add_test(tc, text_round_trip);
+    tcase_add_test(tc, hopper_parameters);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

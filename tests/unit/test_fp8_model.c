@@ -135,8 +135,8 @@ static void assert_per_block_equals_per_tensor(fx_problem p)
     const size_t nq = fx_numel_q(&p), nl = fx_numel_lse(&p);
     float *o1 = fx_test_calloc(nq, sizeof(float)), *o2 = fx_test_calloc(nq, sizeof(float));
     float *l1 = fx_test_calloc(nl, sizeof(float)), *l2 = fx_test_calloc(nl, sizeof(float));
-    ck_assert_uint_eq(fx_fp8_forward(&p, &tensor, FX_FP8_MAX_OFFSET, o1, l1), 0);
-    ck_assert_uint_eq(fx_fp8_forward(&p, &block, FX_FP8_MAX_OFFSET, o2, l2), 0);
+    ck_assert_uint_eq(fx_fp8_forward(&p, &tensor, FX_FP8_MAX_OFFSET, NULL, o1, l1), 0);
+    ck_assert_uint_eq(fx_fp8_forward(&p, &block, FX_FP8_MAX_OFFSET, NULL, o2, l2), 0);
     size_t o_differ = 0, lse_differ = 0, nan = 0;
     for (size_t e = 0; e < nq; ++e) {
         o_differ += memcmp(&o1[e], &o2[e], sizeof(float)) != 0;
@@ -189,7 +189,7 @@ static void assert_close_to_exact_attention(const fx_problem *p, const fx_fp8_in
 {
     const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p);
     float *o = fx_test_calloc(nq, sizeof(float)), *lse = fx_test_calloc(nl, sizeof(float));
-    ck_assert_uint_eq(fx_fp8_forward(p, in, FX_FP8_MAX_OFFSET, o, lse), 0);
+    ck_assert_uint_eq(fx_fp8_forward(p, in, FX_FP8_MAX_OFFSET, NULL, o, lse), 0);
     dequantized x = dequantize_all(in);
     float v_max = 0.0f;
     for (size_t e = 0; e < fx_numel_kv(p); ++e)
@@ -305,7 +305,7 @@ static void run_one_high_key(int high_key, float max_offset, float o[64], float 
     for (int j = 0; j < 1024; ++j)
         for (int d = 0; d < 64; ++d)
             in.v.codes[(size_t)j * 64 + d] = fx_e4m3_from_float(j == high_key ? 0.0f : 1.0f);
-    ck_assert_uint_eq(fx_fp8_forward(&p, &in, max_offset, o, lse), 0);
+    ck_assert_uint_eq(fx_fp8_forward(&p, &in, max_offset, NULL, o, lse), 0);
     fx_fp8_inputs_free(&in);
 }
 
@@ -343,7 +343,7 @@ START_TEST(a_row_that_sees_no_key_gives_zero_o_and_minus_inf_lse)
     fill_per_tensor(&in.v, 0x1p-7f, 9, 3);
     float *o = fx_test_calloc(fx_numel_q(&p), sizeof(float));
     float *lse = fx_test_calloc(fx_numel_lse(&p), sizeof(float));
-    fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, o, lse);
+    fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, NULL, o, lse);
     for (int h = 0; h < 2; ++h)
         for (int i = 0; i < 203; ++i) {
             const float l = lse[fx_at_lse(&p, 0, h, i)];
