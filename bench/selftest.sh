@@ -610,6 +610,31 @@ expect "run.sh without a GPU, --bwd: exit 0" rc_is "$rc" 0
 expect "run.sh without a GPU, --bwd: no stage refused for it" \
     hasnt "$T/r3.out" 'there is no backward'
 
+# run.sh and a stage of e4m3 alone (stage 10): the ladder runs it in e4m3 with FP8_ARGS
+# (--fp8-vt), its row marked and explained; without a GPU, its missing --cpu said as such.
+mkdir -p "$T/r8/bin" "$T/r8cpu/bin"
+mk "$T/r8" 09_persistent FAKE_DTYPES=bf16/fp16
+mk "$T/r8" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1
+run_to "$T/r8.out" "$T/tree/run.sh" --bin-dir "$T/r8/bin" --seqlen 1024 && rc=0 || rc=$?
+expect "run.sh with stage 10: exit 0" rc_is "$rc" 0
+expect "run.sh with stage 10: its row marked e4m3" has "$T/r8.out" '^10_fp8 \[e4m3\]  *fwd '
+expect "run.sh with stage 10: why it ran e4m3, with --fp8-vt" \
+    has "$T/r8.out" '^10_fp8  *ran e4m3, not bf16 (its --help: dtype: e4m3), with --fp8-vt'
+expect "run.sh with stage 10: what its previous-stage column compares" \
+    has "$T/r8.out" 'max err vs previous compares it with the stage named there, run in bf16'
+expect "run.sh with stage 10: not refused for bf16" hasnt "$T/r8.out" 'dtype bf16 is not supported'
+run_to "$T/r8b.out" "$T/tree/run.sh" --bin-dir "$T/r8/bin" --dtype e4m3 --seqlen 1024 || true
+expect "run.sh --dtype e4m3: stage 10 gets --fp8-vt (not refused), its row unmarked" \
+    has "$T/r8b.out" '^10_fp8  *fwd '
+expect "run.sh --dtype e4m3: a stage without e4m3 refuses, said in the table" \
+    has "$T/r8b.out" '^09_persistent  *no row: exit 2 .*dtype e4m3 is not supported'
+mk "$T/r8cpu" 03_flash2 FAKE_NOGPU=1 FAKE_DTYPES=bf16/fp16
+mk "$T/r8cpu" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1 FAKE_NOGPU=1
+run_to "$T/r8c.out" "$T/tree/run.sh" --bin-dir "$T/r8cpu/bin" && rc=0 || rc=$?
+expect "run.sh without a GPU, stage 10: exit 0" rc_is "$rc" 0
+expect "run.sh without a GPU: stage 10 has no --cpu at e4m3, said where its model runs" \
+    has "$T/r8c.out" '^  10_fp8  *built, no --cpu at e4m3: its CPU model .*fp8_table3'
+
 # ---------------------------------------------------------------------------------------
 # gen_readme_results.sh on a README of its own.
 printf '# x\n<!-- results:begin -->\n<!-- results:end -->\n%s\n%s\n' \
