@@ -379,8 +379,9 @@ for ((i = 0; i < ${#ids[@]}; ++i)); do
         printf '%-20s %s\n' "${ids[i]}" "${dtype_notes[i]}"
         if [[ ${dtype_notes[i]} == "ran e4m3"* ]]; then
             e4m3_line="its speed-up is over the row above in $asked_dtype (the FP8 speed-up);"
-            e4m3_line+=" its max err vs previous compares it with the stage named there, run in bf16 on the"
-            e4m3_line+=" dequantized e4m3 inputs rounded to bf16 (common/fx_fp8_case.c)"
+            e4m3_line+=" its max err vs previous compares it with the stage named there, run"
+            e4m3_line+=" in bf16 on the dequantized e4m3 inputs rounded to bf16"
+            e4m3_line+=" (common/fx_fp8_case.c)"
             printf '%-20s %s\n' "" "$e4m3_line"
         fi
     fi

@@ -8,10 +8,11 @@
 # plus .meta, as bench/sweep.sh writes them), and the parts must agree on what decides
 # the numbers: direction, repeats, iters, warmup, spin_us, spin_compare, stages,
 # baselines, runners, the points' definition and dtype, stage_args and beside (the
-# stages' extra arguments and the runners in another dtype, bench/sweep.sh); and their --part K/N (the part=
-# line of each .meta) must be one split, each part from 1/N to N/N given once. A
-# disagreement, a part given twice or missing is an error (exit 1) unless --force, which
-# joins anyway and writes each difference into the .meta. OUT is checked writable first.
+# stages' extra arguments and the runners in another dtype, bench/sweep.sh); and their
+# --part K/N (the part= line of each .meta) must be one split, each part from 1/N to N/N
+# given once. A disagreement, a part given twice or missing is an error (exit 1) unless
+# --force, which joins anyway and writes each difference into the .meta. OUT is checked
+# writable first.
 # Exit status: 0; 1 on such a disagreement; 2 on bad usage or input (a file that cannot
 # be read or written, not a sweep CSV, parts with different headers).
 # Writes OUT.csv (the header, then every part's rows in the order given: the stage rows,

@@ -493,7 +493,8 @@ for spec in ${baselines[@]+"${baselines[@]}"}; do
 done
 for key in ${base_keys[@]+"${base_keys[@]}"}; do runner_dtype[$key]=$dtype; done
 for id in ${stage_ids[@]+"${stage_ids[@]}"}; do
-    runner_bin[$id]=$build/bin/stage_$id runner_id[$id]=$id runner_mark[$id]="" runner_dtype[$id]=$dtype
+    runner_bin[$id]=$build/bin/stage_$id runner_id[$id]=$id runner_mark[$id]=""
+    runner_dtype[$id]=$dtype
 done
 # --beside DTYPE:LIST: this build's stages in another dtype, marked ID@DTYPE.
 beside_keys=()
@@ -525,7 +526,8 @@ for key in ${stage_ids[@]+"${stage_ids[@]}"} ${base_keys[@]+"${base_keys[@]}"} \
         assumed_keys+=("$key")
     fi
     dtypes_re='(^|'$'\n'')[[:space:]]*dtype:[[:space:]]*([a-z0-9/]+)'
-    if [[ $help_text =~ $dtypes_re ]] && [[ /${BASH_REMATCH[2]}/ != */${runner_dtype[$key]}/* ]]; then
+    if [[ $help_text =~ $dtypes_re ]] &&
+        [[ /${BASH_REMATCH[2]}/ != */${runner_dtype[$key]}/* ]]; then
         # One line per dtype for all such stages (at e4m3, stages 01-09 together).
         no_dtype_of[${runner_dtype[$key]}]+="${no_dtype_of[${runner_dtype[$key]}]:+, }$key"
         no_dtype_of[${runner_dtype[$key]}]+=" (${BASH_REMATCH[2]})"
