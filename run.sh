@@ -21,6 +21,15 @@
 # reference, with the backward where the stage has one. Refused with the backward, a
 # model runs forward only, and the table says so: a CPU model without a backward, and,
 # where run.sh added --bwd itself, options only the backward refuses (--scale 9).
+# Without --dtype, a stage that does not take the default bf16 (its --help's "dtype:" line
+# lists what it takes) runs in the first dtype it lists instead, and the table says so;
+# an explicit --dtype goes to every stage as given (those without it refuse, said in the
+# table), with FP8_ARGS added at e4m3. Stage 10 takes e4m3 alone, so the default ladder
+# runs it as --dtype e4m3 plus FP8_ARGS (set in run.sh: --fp8-vt, V given transposed,
+# until the stage's in-kernel V transpose lands); its row is marked
+# [e4m3], its speed-up is over the stage above in bf16, and its "max err vs previous" is
+# against stage 08 in bf16 on the dequantized inputs. Without a GPU, stage 10 has no
+# --cpu (its CPU model runs beside the kernel in every GPU check, and in the unit tests).
 # Exit status: 0; 1 when a stage fails its check or its CPU model's, or when there
 # is no GPU and FX_REQUIRE_GPU=1; 2 when every stage refused the options.
 set -euo pipefail
@@ -51,6 +60,49 @@ done
 
 # shellcheck source=scripts/stage_caps.sh
 source scripts/stage_caps.sh
+
+# What an e4m3 run of the ladder adds to the options: the layout and scaling stage 10
+# needs today. --fp8-vt gives V transposed, which stage 10 requires until its in-kernel
+# V transpose exists; then this becomes FP8_ARGS=() (a stage that still wants it says so,
+# exit 2, naming --fp8-vt).
+FP8_ARGS=(--fp8-vt)
+
+# The dtype asked for: the last --dtype given, else the stage programs' default, bf16.
+asked_dtype=bf16 dtype_given=0
+for ((i = 0; i < ${#args[@]}; ++i)); do
+    if [[ ${args[i]} == --dtype ]]; then asked_dtype=${args[i + 1]:-bf16} dtype_given=1; fi
+done
+# stage_dtype BIN ARGS...: into stage_args, ARGS as this stage runs them: unchanged when it
+# takes the dtype asked for, when --dtype was given, or when its --help has no dtype line
+# (an older build); else with --dtype set to the first dtype it lists (dtype_note then
+# says so). FP8_ARGS added at e4m3 where not given. dtype_note is empty when the dtype is
+# the one asked for.
+stage_args=() dtype_note=""
+stage_dtype() {
+    local bin=$1 text list run_dtype=$asked_dtype a
+    shift
+    stage_args=() dtype_note=""
+    text=$(fx_stage_help "$bin" || true)
+    # The first "  dtype:" line (sed quits there: no reader that exits early in a pipe).
+    list=$(sed -n 's/^  dtype: *\([a-z0-9/]*\).*/\1/p;T;q' <<<"$text")
+    if ((!dtype_given)) && [[ -n $list && /$list/ != */$asked_dtype/* ]]; then
+        run_dtype=${list%%/*}
+        dtype_note="ran $run_dtype, not $asked_dtype (its --help: dtype: $list)"
+    fi
+    local skip=0
+    for a in "$@"; do
+        if ((skip)); then skip=0; continue; fi
+        if [[ -n $dtype_note && $a == --dtype ]]; then skip=1; continue; fi
+        stage_args+=("$a")
+    done
+    [[ -z $dtype_note ]] || stage_args+=(--dtype "$run_dtype")
+    if [[ $run_dtype == e4m3 ]]; then
+        for a in ${FP8_ARGS[@]+"${FP8_ARGS[@]}"}; do
+            [[ " ${stage_args[*]} " == *" $a "* ]] || stage_args+=("$a")
+        done
+        [[ -z $dtype_note ]] || dtype_note+=", with ${FP8_ARGS[*]:-no layout option}"
+    fi
+}
 
 if ((skip_build)); then
     [[ -d $bin_dir ]] || {
@@ -111,19 +163,22 @@ for a in ${args[@]+"${args[@]}"}; do
 done
 no_bwd_note="forward only: no backward (its --help says backward: no), --bwd left out"
 
-declare -a ids=() rcs=() notes=() fwd_notes=()
+declare -a ids=() rcs=() notes=() fwd_notes=() dtype_notes=()
 failed=0 ran=0 no_gpu=0 refused=0 no_gpu_reason=""
 for bin in "${stages[@]}"; do
     id=${bin##*/stage_}
     echo
     echo "=== stage $id ==="
-    stage_args=(${args[@]+"${args[@]}"})
     fwd_note=""
     if ((user_bwd)) && ! fx_stage_has_backward "$bin"; then
-        stage_args=(${args_fwd[@]+"${args_fwd[@]}"})
+        stage_dtype "$bin" ${args_fwd[@]+"${args_fwd[@]}"}
         fwd_note=$no_bwd_note
         echo "run.sh: $id: $fwd_note"
+    else
+        stage_dtype "$bin" ${args[@]+"${args[@]}"}
     fi
+    [[ -z $dtype_note ]] || echo "run.sh: $id: $dtype_note"
+    dtype_notes+=("$dtype_note")
     run_stage "$bin" ${stage_args[@]+"${stage_args[@]}"} --check --bench --csv "$csv_run"
     note=""
     case $rc in
@@ -203,15 +258,18 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
         elif ((user_bwd)); then
             fwd_note=$no_bwd_note
         fi
+        stage_dtype "$bin" ${cpu_args[@]+"${cpu_args[@]}"}
+        cpu_stage_args=(${stage_args[@]+"${stage_args[@]}"})
         run_stage "$bin" --cpu --check ${bwd[@]+"${bwd[@]}"} "${small[@]}" \
-            ${cpu_args[@]+"${cpu_args[@]}"}
+            ${cpu_stage_args[@]+"${cpu_stage_args[@]}"}
         if ((rc == 2)) && ((${#bwd[@]})); then
             why=$(last_line "$log")
             # Not when the stage has no CPU model at all: that refusal is not the backward's.
             if ! grep -Eq 'no CPU model|CPU model, and this stage has none' "$log" &&
                 { grep -q 'CPU model has no backward' "$log" || ((!user_bwd)); }; then
                 echo "run.sh: $id: refused with the backward ($why): forward only"
-                run_stage "$bin" --cpu --check "${small[@]}" ${cpu_args[@]+"${cpu_args[@]}"}
+                run_stage "$bin" --cpu --check "${small[@]}" \
+                    ${cpu_stage_args[@]+"${cpu_stage_args[@]}"}
                 # Refused again: the forward's refusal, reported as such.
                 ((rc == 2)) ||
                     fwd_note="forward only: refused with the backward: ${why#stage_"$id": }"
@@ -223,6 +281,11 @@ if ((ran == 0 && no_gpu > 0 && !failed)); then
             2)
                 if grep -Eq 'no CPU model|CPU model, and this stage has none' "$log"; then
                     cpu_result+=("built, no CPU model")
+                elif grep -q -- '--cpu with e4m3' "$log"; then
+                    # Stage 10: a CPU model without --cpu (fx_fp8_case.c says where it runs).
+                    why="built, no --cpu at e4m3: its CPU model (common/fx_fp8_model.c) runs"
+                    why+=" beside the kernel in every GPU check and in build/tests/fp8_table3"
+                    cpu_result+=("$why")
                 else
                     cpu_result+=("refused: $(last_line "$log")")
                 fi
@@ -279,6 +342,7 @@ awk -F, '
 NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
 function f(name) { return $(col[name]) }
 NR == 2 {
+    first_dtype = f("dtype")
     printf "Ladder on %s (%s SMs), commit %s, %s\n", f("device"), f("sm_count"), f("commit"),
            f("date")
     problem = "problem: batch %s, seqlen_q %s, seqlen_k %s, heads_q %s, heads_kv %s, head_dim %s, "
@@ -297,7 +361,9 @@ NR == 2 {
     if (f("prev_stage") == "") prev = "n/a"
     else prev = (f("err_prev_max") == "" ? "-" : f("err_prev_max")) " (" f("prev_stage") ")"
     eref = f("err_ref_max") == "" ? "-" : f("err_ref_max")
-    line = sprintf("%-20s %-4s %10.3f %9.1f %9s %8s  %-22s %-11s %s", f("stage"), dir, f("ms"),
+    # A stage run in another dtype than the problem line says (stage 10: e4m3) is marked.
+    name = f("stage") (f("dtype") != first_dtype ? " [" f("dtype") "]" : "")
+    line = sprintf("%-20s %-4s %10.3f %9.1f %9s %8s  %-22s %-11s %s", name, dir, f("ms"),
                    f("tflops"), up, f("sm_clock_mhz"), prev, eref, f("check"))
     if (dir == "fwd") fwd[++nf] = line; else other[++no] = line
 }
@@ -306,9 +372,19 @@ END {
     for (i = 1; i <= no; ++i) print other[i]
 }' "$csv_run"
 
-# Stages that wrote no row, and why; stages run without --bwd.
+# Stages that wrote no row, and why; stages run without --bwd or in another dtype.
 for ((i = 0; i < ${#ids[@]}; ++i)); do
     [[ -z ${fwd_notes[i]} ]] || printf '%-20s %s\n' "${ids[i]}" "${fwd_notes[i]}"
+    if [[ -n ${dtype_notes[i]} ]]; then
+        printf '%-20s %s\n' "${ids[i]}" "${dtype_notes[i]}"
+        if [[ ${dtype_notes[i]} == "ran e4m3"* ]]; then
+            e4m3_line="its speed-up is over the row above in $asked_dtype (the FP8 speed-up);"
+            e4m3_line+=" its max err vs previous compares it with the stage named there, run"
+            e4m3_line+=" in bf16 on the dequantized e4m3 inputs rounded to bf16"
+            e4m3_line+=" (common/fx_fp8_case.c)"
+            printf '%-20s %s\n' "" "$e4m3_line"
+        fi
+    fi
     if ! awk -F, -v id="${ids[i]}" 'NR > 1 && $1 == id { found = 1 } END { exit !found }' \
             "$csv_run"; then
         printf '%-20s no row: exit %s  %s\n' "${ids[i]}" "${rcs[i]}" "${notes[i]}"

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # compare.sh — marked rows of a sweep against the unmarked ones, point by point: an older
 # build (bench/sweep.sh --baseline DIR:TAG, rows ID@TAG) against this one, or another spin
-# (--spin-compare, rows NAME@spin<N>) against the run's own.
+# (--spin-compare, rows NAME@spin<N>) against the run's own; or (--versus) every runner
+# against one of them, FA3 say, or stage 09 in bf16 beside stage 10 in e4m3.
 #
 #   bench/compare.sh SWEEP.csv TAG [--against TAG2] [--direction fwd|bwd]
+#   bench/compare.sh SWEEP.csv --versus RUNNER [--direction fwd|bwd]
+#
+# --versus RUNNER: each other runner of the CSV (its stage column as written: 10_fp8,
+# 09_persistent@bf16, sdpa_flash, ...) against RUNNER (fa3, or 09_persistent@bf16 from
+# bench/sweep.sh --beside bf16:09_persistent) at every point where both have rows. A point
+# is the shape (direction, head_dim, causal, seqlen_q, seqlen_k, batch, heads), not the
+# dtype: so 10_fp8 in e4m3 meets 09_persistent@bf16 at the same shape, and the ratio is the
+# FP8 speed-up (the FLOPs are counted alike, so the TFLOP/s ratio is the time ratio). Each
+# runner is shown with its dtype. Ratio: the runner's median over RUNNER's (above 1: the
+# runner is faster); the verdict as below, the runner against RUNNER.
 #
 # For every runner and point that has both rows NAME (or NAME@TAG2 with --against) and
 # NAME@TAG: the median TFLOP/s over the repeats of each, the spread of each (highest −
@@ -31,11 +42,12 @@ needs() {
     shift
     if (($# < 2)) || [[ -z $2 ]]; then die "$1 needs $what"; fi
 }
-csv="" tag="" against="" direction=""
+csv="" tag="" against="" direction="" versus=""
 while (($#)); do
     case $1 in
         -h | --help) usage; exit 0 ;;
         --against) needs "a tag" "$@"; against=$2; shift ;;
+        --versus) needs "a runner (fa3, 09_persistent@bf16, ...)" "$@"; versus=$2; shift ;;
         --direction) needs "fwd or bwd" "$@"; direction=$2; shift ;;
         -*) die "unknown option '$1' (bench/compare.sh --help)" ;;
         *)
@@ -47,7 +59,12 @@ while (($#)); do
     esac
     shift
 done
-[[ -n $csv && -n $tag ]] || { usage >&2; exit 2; }
+if [[ -n $versus ]]; then
+    [[ -n $csv && -z $tag && -z $against ]] ||
+        die "--versus RUNNER takes the CSV alone (no TAG, no --against)"
+else
+    [[ -n $csv && -n $tag ]] || { usage >&2; exit 2; }
+fi
 [[ -z $direction || $direction == fwd || $direction == bwd ]] ||
     die "--direction must be fwd or bwd"
 [[ -r $csv ]] || die "cannot read $csv"
@@ -55,12 +72,12 @@ first=$(head -n 1 "$csv")
 [[ ,$first, == *,stage,* && ,$first, == *,direction,* && ,$first, == *,tflops,* ]] ||
     die "$csv is not a sweep CSV (its first line has no stage, direction and tflops columns)"
 against=${against#@}
-[[ $against != "$tag" ]] ||
+[[ -n $versus || $against != "$tag" ]] ||
     die "--against $against is TAG itself: compare @$tag with another tag, or leave out" \
         "--against (the unmarked rows)"
 
 # The table (awk prints tab-separated rows with a sort key; the shell sorts and aligns).
-rows=$(awk -F, -v tag="$tag" -v against="$against" -v want="$direction" \
+rows=$(awk -F, -v tag="$tag" -v against="$against" -v want="$direction" -v vs="$versus" \
     "$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")"'
 function spread(list,    n, v, i, lo, hi) {
     n = split(list, v, " "); lo = hi = v[1] + 0
@@ -71,22 +88,44 @@ function count(list,    v) { return split(list, v, " ") }
 NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
 $c["direction"] != "ref" && (want == "" || $c["direction"] == want) {
     s = $c["stage"]; at = index(s, "@")
-    name = at ? substr(s, 1, at - 1) : s; mark = at ? substr(s, at + 1) : ""
-    if (mark != tag && mark != against) next
-    side = mark == tag ? "b" : "a"
+    if (vs != "") {
+        # --versus: side b is RUNNER, side a every other runner; the dtype is shown with the
+        # name and left out of the point, so that runners of two dtypes meet.
+        side = s == vs ? "b" : "a"
+        name = side == "b" ? "" : s " (" $c["dtype"] ")"
+        if (side == "b") ref_dtype = $c["dtype"]
+    } else {
+        name = at ? substr(s, 1, at - 1) : s; mark = at ? substr(s, at + 1) : ""
+        if (mark != tag && mark != against) next
+        side = mark == tag ? "b" : "a"
+    }
     p = sprintf("%d %06d %d %06d %06d", $c["direction"] == "fwd" ? 0 : 1, $c["head_dim"],
                 $c["causal"], $c["seqlen_q"], $c["seqlen_k"])
     shown = sprintf("%s\t%s\t%s\t%s", $c["direction"], $c["head_dim"],
                     $c["causal"] ? "yes" : "no",
                     $c["seqlen_q"] == $c["seqlen_k"] ? $c["seqlen_q"] \
                                                      : $c["seqlen_q"] "/" $c["seqlen_k"])
-    extra = $c["dtype"] " " $c["batch"] " " $c["heads_q"] " " $c["heads_kv"]
+    extra = (vs != "" ? "" : $c["dtype"] " ") $c["batch"] " " $c["heads_q"] " " $c["heads_kv"]
+    if (vs != "") {
+        pk = p " " extra
+        if (side == "b") { ref[pk] = ref[pk] " " $c["tflops"]; next }
+        if (!(name in order)) order[name] = ++n_names
+        k = pk SUBSEP name
+        if (!(k in seen)) { seen[k] = 1; keys[++nk] = k; show[k] = shown }
+        v[k, "a"] = v[k, "a"] " " $c["tflops"]
+        next
+    }
     if (!(name in order)) order[name] = ++n_names
     k = p " " extra SUBSEP name
     if (!(k in seen)) { seen[k] = 1; keys[++nk] = k; show[k] = shown }
     v[k, side] = v[k, side] " " $c["tflops"]
 }
 END {
+    if (vs != "")
+        for (i = 1; i <= nk; ++i) {
+            split(keys[i], kk, SUBSEP)
+            if (kk[1] in ref) v[keys[i], "b"] = ref[kk[1]]
+        }
     for (i = 1; i <= nk; ++i) {
         k = keys[i]
         if (!((k, "a") in v) || !((k, "b") in v)) continue
@@ -105,6 +144,13 @@ END {
     }
 }' "$csv" | sort)
 
+if [[ -z $rows && -n $versus ]]; then
+    echo "compare.sh: no runner of $csv shares a point with $versus${direction:+ ($direction)}" \
+        "(runners: $(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+            $c["direction"] != "ref" && !($c["stage"] in m) { m[$c["stage"]] = 1
+                l = l (l ? ", " : "") $c["stage"] } END { print l ? l : "none" }' "$csv"))" >&2
+    exit 1
+fi
 if [[ -z $rows ]]; then
     echo "compare.sh: no runner of $csv has both ${against:+@$against }rows and @$tag rows" \
         "at any point${direction:+ ($direction)}" \
@@ -115,17 +161,24 @@ fi
 
 a_label=${against:+@$against}
 a_label=${a_label:-unmarked}
+b_label="@$tag"
+if [[ -n $versus ]]; then
+    a_label="the runner" b_label=$versus
+    v_dtype=$(awk -F, -v r="$versus" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+        $c["stage"] == r { print $c["dtype"]; exit }' "$csv")
+    b_label+=" ($v_dtype)"
+fi
 width=$(printf '%s\n' "$rows" |
     awk -F'\t' '{ if (length($6) > w) w = length($6) } END { print (w > 5 ? w : 5) }')
-echo "$csv: $a_label against @$tag, TFLOP/s: the median over the repeats" \
+echo "$csv: $a_label against $b_label, TFLOP/s: the median over the repeats" \
     "(spread: highest − lowest repeat)"
 printf "%-4s %-8s %-6s %11s  %-*s  %-16s %-16s %-10s %s\n" \
-    dir head_dim causal seqlen "$width" runner "$a_label" "@$tag" "ratio" "verdict (repeats)"
+    dir head_dim causal seqlen "$width" runner "$a_label" "$b_label" "ratio" "verdict (repeats)"
 printf '%s\n' "$rows" | awk -F'\t' -v w="$width" '{
     printf "%-4s %-8s %-6s %11s  %-*s  %-16s %-16s %-10s %s (%s)\n",
            $2, $3, $4, $5, w, $6, $7, $8, $9, $10, $11 }'
 echo
-echo "summary (ratio: $a_label over @$tag;" \
+echo "summary (ratio: $a_label over $b_label;" \
     "within spread: the medians differ by no more than the larger spread):"
 printf '%s\n' "$rows" | awk -F'\t' -v w="$width" \
     "$(<"$(dirname "${BASH_SOURCE[0]}")/awk_median.awk")"'

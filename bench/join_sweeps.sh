@@ -7,10 +7,12 @@
 # Each part must be a sweep CSV with the same header, beside its .meta (CSV minus .csv,
 # plus .meta, as bench/sweep.sh writes them), and the parts must agree on what decides
 # the numbers: direction, repeats, iters, warmup, spin_us, spin_compare, stages,
-# baselines, runners, the points' definition and dtype; and their --part K/N (the part=
-# line of each .meta) must be one split, each part from 1/N to N/N given once. A
-# disagreement, a part given twice or missing is an error (exit 1) unless --force, which
-# joins anyway and writes each difference into the .meta. OUT is checked writable first.
+# baselines, runners, the points' definition and dtype, stage_args and beside (the
+# stages' extra arguments and the runners in another dtype, bench/sweep.sh); and their
+# --part K/N (the part= line of each .meta) must be one split, each part from 1/N to N/N
+# given once. A disagreement, a part given twice or missing is an error (exit 1) unless
+# --force, which joins anyway and writes each difference into the .meta. OUT is checked
+# writable first.
 # Exit status: 0; 1 on such a disagreement; 2 on bad usage or input (a file that cannot
 # be read or written, not a sweep CSV, parts with different headers).
 # Writes OUT.csv (the header, then every part's rows in the order given: the stage rows,
@@ -69,7 +71,8 @@ value() {  # value META KEY: the first KEY= line's value ("" when none)
     [[ -r $1 ]] || return 0
     sed -n "s/^$2=//p;T;q" "$1"
 }
-shared_keys=(direction repeats iters warmup spin_us spin_compare stages runners points)
+shared_keys=(direction repeats iters warmup spin_us spin_compare stages runners points dtype
+    stage_args beside)
 version_keys=(torch torch_cuda cudnn device sm_count l2_bytes driver spin_max_sm_clock_mhz
     spin_method fa3 fa3_api fa3_version fa3_build_switches_on fa3_lacks peers)
 problems=()

@@ -387,6 +387,77 @@ expect "compare.sh --against without a tag: exit 2" rc_is "$rc" 2
 expect "compare.sh --against without a tag: said" \
     has "$T/c4.out" '^compare.sh: --against needs a tag$'
 
+# e4m3 (issue 13): stage 10 in e4m3 with --stage-args beside stage 09 in bf16 (--beside),
+# the FA3 peer in both; a stage that does not take the dtype is said once, not run.
+mkdir -p "$T/e8/bin"
+mk "$T/e8" 09_persistent FAKE_DTYPES=bf16/fp16 FAKE_RATE=560
+mk "$T/e8" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1 FAKE_RATE=900
+# shellcheck disable=SC2054 # the commas are in the option values
+E8=(bench/sweep.sh --build "$T/e8" --dtype e4m3 --stages 09_persistent,10_fp8 --seqlens 2k,8k
+    --head-dims 128,256 --repeats 2 --iters 2 --warmup 0 ${nopeers[@]+"${nopeers[@]}"})
+for bad_opt in "--dtype e5m2" "--stage-args --causal" "--stage-args --dtype=bf16" \
+    "--beside e4m3:09_persistent" "--beside bf16" "--beside bf16:nosuch" \
+    "--beside bf16:09_persistent --spin-compare 0"; do
+    # shellcheck disable=SC2086 # the options are split on purpose
+    run_to "$T/e8.out" "${E8[@]}" $bad_opt --dry-run && rc=0 || rc=$?
+    expect "sweep.sh e4m3 ${bad_opt:0:40}: exit 2" rc_is "$rc" 2
+    expect "sweep.sh e4m3 ${bad_opt:0:40}: its own message" has "$T/e8.out" '^sweep.sh: '
+done
+run_to "$T/e8.out" "${E8[@]}" --out "$T/out/e8novt.csv" && rc=0 || rc=$?
+expect "sweep.sh e4m3 without --fp8-vt: every stage run refused, exit 2" rc_is "$rc" 2
+expect "sweep.sh e4m3 without --fp8-vt: the refusal said once, naming --fp8-vt" \
+    test "$(grep -c '10_fp8 refused .*give --fp8-vt' "$T/e8.out")" -eq 1
+run_to "$T/e8.out" "${E8[@]}" --stage-args "--fp8-vt --fp8-scaling per-head" \
+    --beside bf16:09_persistent,fa3 --out "$T/out/e8.csv" && rc=0 || rc=$?
+expect "sweep.sh --dtype e4m3 --stage-args --beside: exit 0" rc_is "$rc" 0
+expect "sweep.sh e4m3: a stage without e4m3 said once, not run" \
+    test "$(grep -c 'not run at e4m3, which their --help does not list.*09_persistent (bf16/fp16)' \
+        "$T/e8.out")" -eq 1
+expect "sweep.sh e4m3: 16 rows of 10_fp8, dtype e4m3" \
+    test "$(grep -c '^10_fp8,fwd,.*,e4m3,' "$T/out/e8.csv")" -eq 16
+expect "sweep.sh e4m3: no unmarked 09_persistent rows" \
+    test "$(count "$T/out/e8.csv" 09_persistent)" -eq 0
+expect "sweep.sh --beside: 16 rows of 09_persistent@bf16, dtype bf16" \
+    test "$(grep -c '^09_persistent@bf16,fwd,.*,bf16,' "$T/out/e8.csv")" -eq 16
+expect "sweep.sh e4m3: every row has the header's field count" \
+    test "$(awk -F, 'NR == 1 { n = NF } NF != n' "$T/out/e8.csv" | wc -l)" -eq 0
+expect "sweep.sh e4m3 .meta: the stage args" \
+    has "$T/out/e8.meta" '^stage_args=--fp8-vt --fp8-scaling per-head$'
+expect "sweep.sh e4m3 .meta: the command with --stage-args quoted" \
+    has "$T/out/e8.meta" '^command=bench/sweep.sh .*--stage-args "--fp8-vt --fp8-scaling per-head"'
+expect "sweep.sh e4m3 .meta: what is timed" has "$T/out/e8.meta" '^timed=.*quantization'
+expect "sweep.sh e4m3 .meta: V transposed outside the time, said" \
+    has "$T/out/e8.meta" '^note=e4m3 with --fp8-vt: '
+expect "sweep.sh e4m3: the stage args reached the program" \
+    has "$(ls "$T"/e8/sweep/fa3_fwd_*.log | tail -n 1)" \
+        '^=== stage 10_fp8 .*--dtype e4m3 --fp8-vt --fp8-scaling per-head --bench'
+expect "sweep.sh --beside: no stage args for the bf16 runs" \
+    hasnt "$(ls "$T"/e8/sweep/fa3_fwd_*.log | tail -n 1)" '^=== stage 09_persistent@bf16 .*fp8'
+if ((has_python)); then
+    expect "sweep.sh e4m3: 16 rows of fa3 in e4m3" \
+        test "$(grep -c '^fa3,fwd,.*,e4m3,' "$T/out/e8.csv")" -eq 16
+    expect "sweep.sh --beside fa3: 16 rows of fa3@bf16" \
+        test "$(grep -c '^fa3@bf16,fwd,.*,bf16,' "$T/out/e8.csv")" -eq 16
+    expect "sweep.sh e4m3: no SDPA rows" test "$(grep -c '^sdpa_' "$T/out/e8.csv")" -eq 0
+    expect "sweep.sh e4m3: the SDPA peers left out, said once" \
+        test "$(grep -c 'not run at e4m3: SDPA has no e4m3 path' "$T/e8.out")" -eq 1
+    run_to "$T/c5.out" bench/compare.sh "$T/out/e8.csv" --versus fa3 && rc=0 || rc=$?
+    expect "compare.sh --versus fa3: exit 0" rc_is "$rc" 0
+    expect "compare.sh --versus fa3: stage 10 per point, over FA3's e4m3" \
+        has "$T/c5.out" '^fwd  256 .* 8192  10_fp8 (e4m3) .* 0\.7[0-9]*  '
+    expect "compare.sh --versus fa3: a summary per runner" \
+        has "$T/c5.out" '^  10_fp8 (e4m3)  *8 points:'
+fi
+run_to "$T/c6.out" bench/compare.sh "$T/out/e8.csv" --versus 09_persistent@bf16 && rc=0 || rc=$?
+expect "compare.sh --versus 09_persistent@bf16: exit 0" rc_is "$rc" 0
+expect "compare.sh --versus: e4m3 meets bf16 at the same shape (the FP8 speed-up)" \
+    has "$T/c6.out" '^  10_fp8 (e4m3)  *8 points: 8 faster, .* median 1\.6'
+run_to "$T/c7.out" bench/compare.sh "$T/out/e8.csv" --versus nosuch && rc=0 || rc=$?
+expect "compare.sh --versus an absent runner: exit 1, the runners named" \
+    has "$T/c7.out" 'shares a point with nosuch (runners: 10_fp8, 09_persistent@bf16'
+run_to "$T/c8.out" bench/compare.sh "$T/out/e8.csv" bf16 --versus fa3 && rc=0 || rc=$?
+expect "compare.sh TAG --versus: exit 2" rc_is "$rc" 2
+
 # bounds.sh: marked rows left out unless --tagged; columns aligned.
 run_to "$T/b.out" bench/bounds.sh "$T/out/s.csv" || true
 expect "bounds.sh: no marked rows by default" hasnt "$T/b.out" '@'
@@ -538,6 +609,31 @@ run_to "$T/r3.out" "$T/tree/run.sh" --bin-dir "$T/rcpu/bin" --bwd && rc=0 || rc=
 expect "run.sh without a GPU, --bwd: exit 0" rc_is "$rc" 0
 expect "run.sh without a GPU, --bwd: no stage refused for it" \
     hasnt "$T/r3.out" 'there is no backward'
+
+# run.sh and a stage of e4m3 alone (stage 10): the ladder runs it in e4m3 with FP8_ARGS
+# (--fp8-vt), its row marked and explained; without a GPU, its missing --cpu said as such.
+mkdir -p "$T/r8/bin" "$T/r8cpu/bin"
+mk "$T/r8" 09_persistent FAKE_DTYPES=bf16/fp16
+mk "$T/r8" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1
+run_to "$T/r8.out" "$T/tree/run.sh" --bin-dir "$T/r8/bin" --seqlen 1024 && rc=0 || rc=$?
+expect "run.sh with stage 10: exit 0" rc_is "$rc" 0
+expect "run.sh with stage 10: its row marked e4m3" has "$T/r8.out" '^10_fp8 \[e4m3\]  *fwd '
+expect "run.sh with stage 10: why it ran e4m3, with --fp8-vt" \
+    has "$T/r8.out" '^10_fp8  *ran e4m3, not bf16 (its --help: dtype: e4m3), with --fp8-vt'
+expect "run.sh with stage 10: what its previous-stage column compares" \
+    has "$T/r8.out" 'max err vs previous compares it with the stage named there, run in bf16'
+expect "run.sh with stage 10: not refused for bf16" hasnt "$T/r8.out" 'dtype bf16 is not supported'
+run_to "$T/r8b.out" "$T/tree/run.sh" --bin-dir "$T/r8/bin" --dtype e4m3 --seqlen 1024 || true
+expect "run.sh --dtype e4m3: stage 10 gets --fp8-vt (not refused), its row unmarked" \
+    has "$T/r8b.out" '^10_fp8  *fwd '
+expect "run.sh --dtype e4m3: a stage without e4m3 refuses, said in the table" \
+    has "$T/r8b.out" '^09_persistent  *no row: exit 2 .*dtype e4m3 is not supported'
+mk "$T/r8cpu" 03_flash2 FAKE_NOGPU=1 FAKE_DTYPES=bf16/fp16
+mk "$T/r8cpu" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1 FAKE_NOGPU=1
+run_to "$T/r8c.out" "$T/tree/run.sh" --bin-dir "$T/r8cpu/bin" && rc=0 || rc=$?
+expect "run.sh without a GPU, stage 10: exit 0" rc_is "$rc" 0
+expect "run.sh without a GPU: stage 10 has no --cpu at e4m3, said where its model runs" \
+    has "$T/r8c.out" '^  10_fp8  *built, no --cpu at e4m3: its CPU model .*fp8_table3'
 
 # ---------------------------------------------------------------------------------------
 # gen_readme_results.sh on a README of its own.

@@ -112,7 +112,34 @@
 #   --out FILE        the CSV (default: plots/data/fa3_<tag>_<UTC date>_<device>.csv,
 #                     tag fwd, bwd or fwdbwd by --direction, _part<K>of<N> added for a
 #                     part; a time-stamped name when that exists: one CSV per run)
-#   --dtype bf16|fp16 default bf16 (the paper's figures are bf16)
+#   --dtype bf16|fp16|e4m3  default bf16 (the paper's figures are bf16). A stage whose
+#                     --help lists its dtypes (the "dtype:" line) and not this one is not
+#                     run, with one line saying so (stages 01-09 at e4m3, 10 at bf16). At
+#                     e4m3 the peers are FA3 alone (bench/peers.py --dtype e4m3: Q, K, V
+#                     converted from bf16 once before the timed calls, descales of 1, V in
+#                     K's layout, bf16 O); the SDPA backends have no e4m3 path (one line).
+#   --stage-args ARGS extra arguments for every stage run in the sweep's --dtype, one
+#                     string split at blanks (no quoting inside), e.g. for stage 10:
+#                     --stage-args "--fp8-vt --fp8-scaling per-head". Recorded in the .meta
+#                     (stage_args=); the CSV has no column for them (its columns are the
+#                     stage programs', FX_CSV_HEADER), so one sweep has one set. The options
+#                     the sweep sets itself (sizes, --dtype, --causal, the modes, --csv,
+#                     --iters, --warmup, --spin-us) are refused here.
+#   --beside DTYPE:LIST  also run these stages (and fa3, if named) in DTYPE at every point,
+#                     in the same rotation, rows marked ID@DTYPE (09_persistent@bf16,
+#                     fa3@bf16), without --stage-args: e.g. stage 09 in bf16 beside stage 10
+#                     in e4m3, measured interleaved in one run (DESIGN.md: a claim needs
+#                     that), then bench/compare.sh CSV --versus 09_persistent@bf16 gives
+#                     the FP8 speed-up per point. DTYPE differs from --dtype; not with
+#                     --spin-compare.
+#
+# What is timed, e4m3 included: the stage's forward call alone (the kernels the stage
+# launches for one forward), after the flush and the spin. A stage program draws and
+# prepares its inputs once, before its timed calls: at e4m3 that is the host's fp32 draw,
+# the quantization to e4m3 with its descales (common/fx_fp8_case.c, fx_fp8_prepare), V's
+# transpose with --fp8-vt and the copies to the device, all outside the interval. So with
+# --fp8-vt stage 10 is timed without the V transpose that FA3 does inside its kernel (its
+# fp8 forward takes V in K's layout): a note in the .meta says so.
 #
 # Writes the CSV (FX_CSV_HEADER's columns, common/; the peers' rows in the same columns
 # with check = peer), a sidecar <csv minus .csv>.meta (versions, clocks, the command,
@@ -156,6 +183,11 @@ SPIN_DEFAULT=1000
 COST_STAGE_FWD=0.35 COST_STAGE_FWD_BASELINE=1.3 COST_STAGE_BWD=1.4
 COST_PEERS_FWD=0.07 COST_PEER_FWD=0.05 COST_PEERS_BWD=0.2 COST_PEER_BWD=0.16
 COST_REF=1.5 COST_PEERS_START=5
+# An e4m3 stage run (stage 10), not yet measured: its inputs are drawn in fp32 on the host,
+# quantized and copied (fx_fp8_case.c), where a bf16 run that only times draws them on the
+# GPU; about half a second for the host draw at the sweep's sizes (fx_case.c) plus the
+# quantization. The first e4m3 sweep's .meta (time_stage_programs_s) should replace it.
+COST_STAGE_FWD_E4M3=1.2
 
 # ---------------------------------------------------------------------------------------
 # Options.
@@ -164,9 +196,14 @@ stages_opt="" seqlens="512,1k,2k,4k,8k,16k" head_dims="64,128,256" causal_opt=bo
 repeats=3 iters=10 warmup=3 check=0 all_points=0 peers=1 direction=fwd
 python=${PYTHON:-python3} build=build out="" dtype=bf16
 spin=$SPIN_DEFAULT spin_compare="" peers_opt="fa3,flash,cudnn,efficient" part="" max_minutes=8
-dry_run=0
+dry_run=0 stage_args_opt="" beside=""
 baselines=()
-command_line="bench/sweep.sh${*:+ $*}"
+# The command as given, a value with blanks in quotes (--stage-args "--fp8-vt ..."), so that
+# the .meta's command= line can be run again as it stands.
+command_line="bench/sweep.sh"
+for a in "$@"; do
+    if [[ $a == *[[:space:]]* ]]; then command_line+=" \"$a\""; else command_line+=" $a"; fi
+done
 while (($#)); do
     case $1 in
         --direction) needs "fwd, bwd or both" "$@"; direction=$2; shift ;;
@@ -196,7 +233,13 @@ while (($#)); do
         --python) needs "a program" "$@"; python=$2; shift ;;
         --build) needs "a directory" "$@"; build=$2; shift ;;
         --out) needs "a file" "$@"; out=$2; shift ;;
-        --dtype) needs "bf16 or fp16" "$@"; dtype=$2; shift ;;
+        --dtype) needs "bf16, fp16 or e4m3" "$@"; dtype=$2; shift ;;
+        --stage-args) needs "the arguments, as one string" "$@"; stage_args_opt=$2; shift ;;
+        --beside)
+            needs "DTYPE:LIST" "$@"
+            [[ -z $beside ]] || die "--beside is given once (one DTYPE:LIST)"
+            beside=$2
+            shift ;;
         -h | --help) usage; exit 0 ;;
         *) die "unknown option '$1' (bench/sweep.sh --help)" ;;
     esac
@@ -217,7 +260,41 @@ warmup=$((10#$warmup))
 is_spin "$spin" || die "--spin-us must be a whole number of microseconds, 0 to 100000"
 spin=$((10#$spin))
 is_count "$max_minutes" || die "--max-minutes must be a positive integer"
-[[ $dtype == bf16 || $dtype == fp16 ]] || die "--dtype must be bf16 or fp16"
+is_dtype() { [[ $1 == bf16 || $1 == fp16 || $1 == e4m3 ]]; }
+is_dtype "$dtype" || die "--dtype must be bf16, fp16 or e4m3"
+# --stage-args: split at blanks; what the sweep sets itself would be given twice (and the
+# later one would win in the stage program, silently), so it is refused.
+stage_args=()
+read -r -a stage_args <<<"$stage_args_opt"
+for w in ${stage_args[@]+"${stage_args[@]}"}; do
+    case ${w%%=*} in
+        --batch | --seqlen | --seqlen-q | --seqlen-k | --seqlens-q | --seqlens-k | --seqused-k | \
+            --heads | --heads-q | --heads-kv | --head-dim | --dtype | --causal | --bench | --bwd | \
+            --check | --csv | --iters | --warmup | --spin-us | --matrix | --cpu | --repeat | \
+            --fuzz | --save | --load | --help | -h)
+            die "--stage-args: $w is set by the sweep itself (give it as a sweep option, or" \
+                "not at all)" ;;
+    esac
+done
+# --beside DTYPE:LIST
+beside_dtype="" beside_ids=() beside_fa3=0
+if [[ -n $beside ]]; then
+    [[ $beside == *:?* ]] || die "--beside needs DTYPE:LIST (e.g. bf16:09_persistent,fa3)"
+    beside_dtype=${beside%%:*}
+    is_dtype "$beside_dtype" || die "--beside $beside: '$beside_dtype' is not bf16, fp16 or e4m3"
+    [[ $beside_dtype != "$dtype" ]] ||
+        die "--beside $beside: $beside_dtype is the sweep's own --dtype (give another)"
+    IFS=, read -r -a beside_items <<<"${beside#*:}"
+    declare -A beside_seen=()
+    for id in "${beside_items[@]}"; do
+        [[ $id =~ ^[A-Za-z0-9_.-]+$ ]] || die "--beside: '$id' is not a stage id (or fa3)"
+        [[ -z ${beside_seen[$id]:-} ]] || die "--beside names '$id' twice"
+        beside_seen[$id]=1
+        if [[ $id == fa3 ]]; then beside_fa3=1; else beside_ids+=("$id"); fi
+    done
+    [[ -z $spin_compare ]] ||
+        die "--beside and --spin-compare together are not supported (run them apart)"
+fi
 case $direction in
     fwd) tag=fwd ;;
     bwd) tag=bwd ;;
@@ -280,6 +357,26 @@ else
     ((${#peer_list[@]})) ||
         die "--peers needs at least one of fa3, flash, cudnn, efficient (or none)"
 fi
+# Notes said before the first point (and in --dry-run's plan), kept in the .meta.
+base_notes=()
+# e4m3: FA3 is the only peer with an fp8 forward (bench/peers.py); the SDPA backends would
+# print a skip at every point, so they are left out here, said once.
+if ((peers)) && [[ $dtype == e4m3 ]]; then
+    e4m3_peers=() no_e4m3=""
+    for p in "${peer_list[@]}"; do
+        if [[ $p == fa3 ]]; then e4m3_peers+=("$p"); else no_e4m3+="${no_e4m3:+,}$p"; fi
+    done
+    [[ -z $no_e4m3 ]] ||
+        base_notes+=("peers $no_e4m3 not run at e4m3: SDPA has no e4m3 path (FA3 alone runs fp8)")
+    peer_list=(${e4m3_peers[@]+"${e4m3_peers[@]}"})
+fi
+# The peers' process runs for the main request (peer_list) and for fa3 in --beside's dtype.
+main_peers=0 beside_peer=0
+((peers && ${#peer_list[@]})) && main_peers=1
+if ((beside_fa3)); then
+    if ((peers)); then beside_peer=1; else base_notes+=("fa3@$beside_dtype not run: --no-peers"); fi
+fi
+((main_peers || beside_peer)) || peers=0
 
 # --part K/N
 part_k=1 part_n=1
@@ -365,8 +462,7 @@ else
 fi
 
 # --baseline DIR[:TAG]: the same stage ids from DIR/bin.
-declare -A runner_bin=() runner_id=() runner_mark=()
-base_notes=()
+declare -A runner_bin=() runner_id=() runner_mark=() runner_dtype=() runner_base=()
 base_keys=()
 declare -A tag_seen=()
 nb=0
@@ -388,26 +484,54 @@ for spec in ${baselines[@]+"${baselines[@]}"}; do
         if [[ -x $bdir/bin/stage_$id ]] || ((dry_run)); then
             key="$id@$btag"
             runner_bin[$key]=$bdir/bin/stage_$id runner_id[$key]=$id runner_mark[$key]=$btag
+            runner_base[$key]=1
             base_keys+=("$key")
         else
             base_notes+=("baseline $bdir has no stage_$id: $id@$btag not run")
         fi
     done
 done
+for key in ${base_keys[@]+"${base_keys[@]}"}; do runner_dtype[$key]=$dtype; done
 for id in ${stage_ids[@]+"${stage_ids[@]}"}; do
     runner_bin[$id]=$build/bin/stage_$id runner_id[$id]=$id runner_mark[$id]=""
+    runner_dtype[$id]=$dtype
 done
+# --beside DTYPE:LIST: this build's stages in another dtype, marked ID@DTYPE.
+beside_keys=()
+if [[ -n $beside_dtype ]]; then
+    [[ -z ${tag_seen[$beside_dtype]:-} ]] ||
+        die "--beside $beside_dtype and --baseline ...:$beside_dtype would mark rows alike"
+    for id in ${beside_ids[@]+"${beside_ids[@]}"}; do
+        if [[ ! -x $build/bin/stage_$id ]] && ! { ((dry_run)) && [[ -d stages/$id ]]; }; then
+            die "--beside: no program $build/bin/stage_$id (built: $(built_list "$build"))"
+        fi
+        key="$id@$beside_dtype"
+        runner_bin[$key]=$build/bin/stage_$id runner_id[$key]=$id runner_mark[$key]=$beside_dtype
+        runner_dtype[$key]=$beside_dtype
+        beside_keys+=("$key")
+    done
+fi
 
-# Each program's --help, read once: whether it has a backward and a --spin-us.
-declare -A has_bwd=() has_spin=()
+# Each program's --help, read once: whether it has a backward and a --spin-us, and its
+# dtypes (the capabilities' "dtype:" line; a build without one is run in any dtype).
+declare -A has_bwd=() has_spin=() no_dtype_of=()
 run_keys=() no_bwd_keys=() no_spin_keys=() assumed_keys=()
-for key in ${stage_ids[@]+"${stage_ids[@]}"} ${base_keys[@]+"${base_keys[@]}"}; do
+for key in ${stage_ids[@]+"${stage_ids[@]}"} ${base_keys[@]+"${base_keys[@]}"} \
+    ${beside_keys[@]+"${beside_keys[@]}"}; do
     bin=${runner_bin[$key]}
     if [[ -x $bin ]]; then
         help_text=$("$bin" --help 2>&1 || true)
     else  # --dry-run without a build: assumed to have a backward and a --spin-us
         help_text=$'  backward: yes\n  --spin-us N'
         assumed_keys+=("$key")
+    fi
+    dtypes_re='(^|'$'\n'')[[:space:]]*dtype:[[:space:]]*([a-z0-9/]+)'
+    if [[ $help_text =~ $dtypes_re ]] &&
+        [[ /${BASH_REMATCH[2]}/ != */${runner_dtype[$key]}/* ]]; then
+        # One line per dtype for all such stages (at e4m3, stages 01-09 together).
+        no_dtype_of[${runner_dtype[$key]}]+="${no_dtype_of[${runner_dtype[$key]}]:+, }$key"
+        no_dtype_of[${runner_dtype[$key]}]+=" (${BASH_REMATCH[2]})"
+        continue
     fi
     if [[ $help_text =~ (^|$'\n')[[:space:]]*backward:[[:space:]]*yes ]]; then
         has_bwd[$key]=1
@@ -417,6 +541,11 @@ for key in ${stage_ids[@]+"${stage_ids[@]}"} ${base_keys[@]+"${base_keys[@]}"}; 
     fi
     if [[ $help_text == *--spin-us* ]]; then has_spin[$key]=1; else no_spin_keys+=("$key"); fi
     run_keys+=("$key")
+done
+
+for dt in "${!no_dtype_of[@]}"; do
+    dt_note="not run at $dt, which their --help does not list (its dtype: line in brackets):"
+    base_notes+=("$dt_note ${no_dtype_of[$dt]}")
 done
 
 # A runner without --spin-us (a baseline built before it) is timed without the spin; so that
@@ -481,7 +610,8 @@ for sp in "${spins[@]}"; do
     for key in ${run_keys[@]+"${run_keys[@]}"}; do
         entries+=("S $sp $key")
     done
-    ((peers)) && entries+=("P $sp")
+    ((main_peers)) && entries+=("P $sp")
+    ((beside_peer)) && entries+=("B $sp")
 done
 
 # The estimate, in milliseconds: from the costs above (COST_*).
@@ -489,14 +619,16 @@ ms_of() { local x=$1; printf '%d' "$(awk -v x="$x" 'BEGIN { printf "%d", x * 100
 c_sf=$(ms_of $COST_STAGE_FWD) c_sfb=$(ms_of $COST_STAGE_FWD_BASELINE) c_sb=$(ms_of $COST_STAGE_BWD)
 c_pf=$(ms_of $COST_PEERS_FWD) c_pf1=$(ms_of $COST_PEER_FWD)
 c_pb=$(ms_of $COST_PEERS_BWD) c_pb1=$(ms_of $COST_PEER_BWD)
-c_ref=$(ms_of $COST_REF) c_start=$(ms_of $COST_PEERS_START)
+c_ref=$(ms_of $COST_REF) c_start=$(ms_of $COST_PEERS_START) c_s8=$(ms_of $COST_STAGE_FWD_E4M3)
 estimate_ms() {  # estimate_ms N_POINTS_SUBSET...: the run's estimate over these points
     local est=0 e kind sp key id s np=${#peer_list[@]} pt
     for pt in "$@"; do
         read -r _ _ s <<<"$pt"
         for e in "${entries[@]}"; do
             read -r kind sp key <<<"$e"
-            if [[ $kind == P ]]; then
+            if [[ $kind == B ]]; then  # fa3 alone, in --beside's dtype
+                est=$((est + c_pf + c_pf1))
+            elif [[ $kind == P ]]; then
                 case $direction in
                     fwd) est=$((est + c_pf + np * c_pf1)) ;;
                     bwd) est=$((est + c_pb + np * c_pb1)) ;;
@@ -507,8 +639,10 @@ estimate_ms() {  # estimate_ms N_POINTS_SUBSET...: the run's estimate over these
                 is_slow_point "$id" "$s" && continue
                 if [[ $direction != fwd && -n ${has_bwd[$key]:-} ]]; then
                     est=$((est + c_sb))
-                elif [[ -n ${runner_mark[$key]} ]]; then
+                elif [[ -n ${runner_base[$key]:-} ]]; then
                     est=$((est + c_sfb))
+                elif [[ ${runner_dtype[$key]} == e4m3 ]]; then
+                    est=$((est + c_s8))
                 else
                     est=$((est + c_sf))
                 fi
@@ -551,7 +685,12 @@ fi
 runner_names=""
 for key in ${run_keys[@]+"${run_keys[@]}"}; do runner_names+="${runner_names:+ }$key"; done
 peer_text="none"
-((peers)) && peer_text=$(IFS=,; printf '%s' "${peer_list[*]}")
+((main_peers)) && peer_text=$(IFS=,; printf '%s' "${peer_list[*]}")
+if ((beside_peer)); then
+    if ((main_peers)); then peer_text+=",fa3@$beside_dtype"; else peer_text="fa3@$beside_dtype"; fi
+fi
+args_text=""
+((${#stage_args[@]})) && args_text="; stage args (at $dtype): ${stage_args[*]}"
 spin_text="--spin-us $spin"
 ((${#spins[@]} > 1)) && spin_text+=" (and ${spins[*]:1}, rows marked @spin<N>)"
 
@@ -563,7 +702,7 @@ if [[ -z $runner_names && $direction == bwd ]] && ((${#no_bwd_keys[@]})); then
 fi
 ((${#run_keys[@]} || peers)) || die "nothing to run: stages: $stages_text; peers: none"
 echo "$what: ${#points[@]} points$part_text x $repeats repeats; stages: $stages_text;" \
-    "peers: $peer_text; $dtype; --iters $iters --warmup $warmup $spin_text$check_text"
+    "peers: $peer_text; $dtype$args_text; --iters $iters --warmup $warmup $spin_text$check_text"
 echo "estimated duration on an H200: about $est_text${split_hint:+ — $split_hint}"
 if ((dry_run)); then
     echo "plan (one repeat; the order rotates by one runner each repeat):"
@@ -575,6 +714,8 @@ if ((dry_run)); then
             spin_mark m "$sp"
             if [[ $kind == P ]]; then
                 line+=" peers${m:+@$m}"
+            elif [[ $kind == B ]]; then
+                line+=" fa3@$beside_dtype"
             elif ! is_slow_point "${runner_id[$key]}" "$s"; then
                 if [[ -z $m ]]; then line+=" $key"
                 elif [[ $key == *@* ]]; then line+=" $key-$m"
@@ -643,6 +784,18 @@ commit=$(fx_tree_commit 12)
     echo "spin_us=$spin"
     ((${#spins[@]} == 1)) || echo "spin_compare=${spins[*]:1} (rows marked @spin<N>)"
     echo "stages=${stage_ids[*]:-}"
+    echo "dtype=$dtype"
+    echo "stage_args=${stage_args[*]:-}"
+    [[ -z $beside ]] || echo "beside=$beside (rows marked @$beside_dtype, without stage_args)"
+    echo "timed=each runner's forward call alone (backward: the backward call), after an L2" \
+        "flush and the spin; inputs made before the timed calls (e4m3: the host's fp32 draw," \
+        "quantization with descales and V's transpose with --fp8-vt, fx_fp8_case.c; FA3 fp8:" \
+        "Q, K, V converted from bf16 once, descales of 1) stay outside"
+    if [[ $dtype == e4m3 && " ${stage_args[*]:-} " == *" --fp8-vt "* ]]; then
+        echo "note=e4m3 with --fp8-vt: the stages get V already transposed (done on the host," \
+            "not timed); FA3's fp8 forward takes V in K's layout and transposes it in its" \
+            "kernel, inside its time"
+    fi
     for spec in ${baselines[@]+"${baselines[@]}"}; do echo "baseline=$spec"; done
     if ((peers)); then
         echo "runners=$runner_names${runner_names:+ }peers($peer_text)"
@@ -806,6 +959,7 @@ stop_peers() {
 # marked (an older build's header is mapped column by column).
 
 declare -A stage_state=()  # key -> nogpu | failed-nogpu; key,point -> refused
+declare -A refusal_said=()
 no_gpu_reason="" failed=0 stage_ok=0 stage_refused=0
 stage_cell=""
 check_flag=()
@@ -850,7 +1004,12 @@ run_stage() {  # run_stage KEY SPIN POINT ARGS...
         if [[ -z ${has_spin[$key]:-} ]]; then return 0; fi  # noted once at the start
         mark=${mark:+$mark-}$smark
     fi
-    local -a flags=(--bench)
+    # The runner's dtype, and --stage-args for the runs in the sweep's own dtype.
+    local -a flags=(--dtype "${runner_dtype[$key]}")
+    if [[ ${runner_dtype[$key]} == "$dtype" ]]; then
+        flags+=(${stage_args[@]+"${stage_args[@]}"})
+    fi
+    flags+=(--bench)
     if [[ $direction != fwd && -n ${has_bwd[$key]:-} ]]; then flags+=(--bwd); fi
     if [[ -n ${has_spin[$key]:-} ]]; then flags+=(--spin-us "$sp"); fi
     : >"$stage_csv"  # empty: the program writes its header, then its rows
@@ -890,7 +1049,12 @@ run_stage() {  # run_stage KEY SPIN POINT ARGS...
             for line in ${out_lines[@]+"${out_lines[@]}"}; do
                 [[ $line =~ [^[:space:]] ]] && last=$line
             done
-            note_once "$key refused $point: $last"
+            # Said once per reason: a refusal that holds at every point (a missing
+            # --stage-args, say) is one line, with the first point it was seen at.
+            if [[ -z ${refusal_said[$key|$last]:-} ]]; then
+                refusal_said[$key|$last]=1
+                note_once "$key refused $point: $last (not said again for this reason)"
+            fi
             ;;
         77)
             stage_state[$key]=nogpu
@@ -1099,7 +1263,8 @@ for ((r = 1; r <= repeats; ++r)); do
         b=$((16384 / s)) h=$(heads_of "$d")
         if ((c)); then cname=causal; else cname=non-causal; fi
         point="hd $d causal $c seqlen $s"
-        args=(--batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d" --dtype "$dtype")
+        # The dtype and --stage-args are the runner's: run_stage adds them.
+        args=(--batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d")
         ((c)) && args+=(--causal)
         cells=""
         # The runner entries of a point, rotated by the repeat so no runner is always first.
@@ -1113,6 +1278,15 @@ for ((r = 1; r <= repeats; ++r)); do
                     --dtype "$dtype" --iters "$iters" --warmup "$warmup" --spin-us "$sp" \
                     --backends "$backends" --csv "$csv_run" --commit "$commit" \
                     ${m:+--tag "$m"} ${peer_dir[@]+"${peer_dir[@]}"}
+                account peers "$tp"
+                cells+=$peer_cells
+            elif [[ $kind == B ]]; then  # FA3 in --beside's dtype, rows marked fa3@DTYPE
+                peer_point="$point ($beside_dtype)"
+                now_us tp
+                ask_peers --batch "$b" --seqlen "$s" --heads "$h" --head-dim "$d" --causal "$c" \
+                    --dtype "$beside_dtype" --iters "$iters" --warmup "$warmup" --spin-us "$sp" \
+                    --backends fa3 --csv "$csv_run" --commit "$commit" --tag "$beside_dtype" \
+                    ${peer_dir[@]+"${peer_dir[@]}"}
                 account peers "$tp"
                 cells+=$peer_cells
             elif is_slow_point "${runner_id[$key]}" "$s"; then

@@ -19,6 +19,11 @@
 #                     --seqlens-q, exit 2); unset: no varlen line and no such options (a
 #                     build from before the varlen harness)
 #   FAKE_SLEEP_S=S    sleeps S seconds before it times (a run that a timeout cuts short)
+#   FAKE_DTYPES=L     its --help's "dtype:" line (e.g. e4m3, as stage 10's; bf16/fp16);
+#                     any other --dtype is refused (exit 2) as the harness refuses it. Unset:
+#                     no dtype line, every dtype taken (a build before the line existed)
+#   FAKE_NEEDS_VT=1   e4m3 refused without --fp8-vt (exit 2), as stage 10 refuses a V in
+#                     K's layout today; --cpu with e4m3 is refused as the harness refuses it
 set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
 header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
@@ -28,7 +33,7 @@ old_header="direction,stage,device,sm_count,sm_clock_mhz,commit,date,batch,seqle
 old_header+="heads_q,heads_kv,head_dim,dtype,causal,repeats,ms,ms_min,ms_max,tflops,err_ref_max,"
 old_header+="prev_stage,check"
 batch=1 seqlen=128 heads=1 hd=64 dtype=bf16 causal=0 bench=0 bwd=0 csv="" iters=10 spin=""
-cpu=0 scale="" lq="" lk="" used=""
+cpu=0 scale="" lq="" lk="" used="" vt=0
 while (($#)); do
     case $1 in
         --help)
@@ -37,6 +42,7 @@ while (($#)); do
                 echo "  --spin-us N  keep the GPU busy N us before each timed call (20)"
             echo "capabilities:"
             echo "  head_dim: 64 128 256"
+            [[ -z ${FAKE_DTYPES:-} ]] || echo "  dtype:    $FAKE_DTYPES"
             case ${FAKE_VARLEN:-} in
                 1) echo "  varlen:   yes (--seqlens-q, --seqlens-k, --seqused-k)" ;;
                 0) echo "  varlen:   no" ;;
@@ -49,6 +55,9 @@ while (($#)); do
         --head-dim) hd=$2; shift ;;
         --dtype) dtype=$2; shift ;;
         --causal) causal=1 ;;
+        --fp8-vt) vt=1 ;;
+        --hadamard) ;;
+        --fp8-scaling) shift ;;
         --bench) bench=1 ;;
         --bwd) bwd=1 ;;
         --check) ;;
@@ -76,6 +85,20 @@ while (($#)); do
     shift
 done
 if ((bwd)) && [[ -z ${FAKE_BWD:-} ]]; then echo "stage_$id: there is no backward" >&2; exit 2; fi
+if [[ -n ${FAKE_DTYPES:-} && /$FAKE_DTYPES/ != */$dtype/* ]]; then
+    echo "stage_$id: dtype $dtype is not supported" >&2
+    exit 2
+fi
+if [[ -n ${FAKE_NEEDS_VT:-} && $dtype == e4m3 ]] && ((!vt)); then
+    echo "stage_$id: V in K's layout needs the in-kernel transpose, which is not built yet:" \
+        "give --fp8-vt (V transposed)" >&2
+    exit 2
+fi
+if ((cpu)) && [[ $dtype == e4m3 ]]; then
+    echo "stage_$id: --cpu with e4m3: stage 10's CPU model (common/fx_fp8_model.h) runs beside" \
+        "the kernel in every GPU check, and alone in build/tests/fp8_table3" >&2
+    exit 2
+fi
 if ((bwd)) && [[ -n $scale ]] && awk -v s="$scale" 'BEGIN { exit !(s > 8) }'; then
     echo "stage_$id: the backward takes softmax_scale up to 8 (got $scale) (stand-in)" >&2
     exit 2
