@@ -585,7 +585,7 @@ __device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n)
     return __shfl_sync(kFullWarp, idx, 0);
 }
 
-/* UNIT(mask) */
+/* UNIT(mask, changed: causal compares constant column offsets with one limit per row) */
 /*
  * Accumulator layout of m64nNk16 (PTX ISA §9.7.15.5.1.1), per warp w of the warpgroup, lane
  * l (g = l/4, t = l%4): acc[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e] — the n8 blocks of
@@ -595,6 +595,18 @@ __device__ __forceinline__ int consumer_next_tile(Storage &smem, int &n)
  * Sets S to -inf where this lane's rows (query row0 and row0 + 8) must not see the key: keys
  * at or past seqlen_k, and (causal) keys past row + seqlen_k − seqlen_q. col0 is this lane's
  * first key (n_block·kBlockN + 2t).
+ *
+ * Stage 09, causal: the limit is taken relative to col0 once per row (col_end: this lane's
+ * columns col0 + [0, col_end) are visible), and each column compares its offset 8j + e, a
+ * constant, against it, as FA3's mask does (hopper/mask.h). Written as col0 + 8j + e >=
+ * key_end, each of the 2·kNTiles columns was an add and a register of its own; with the
+ * descriptors advanced by an add, ptxas moved those adds and the compares above the turn
+ * barrier and the S wgmma and, short of predicate registers, kept the compares packed as bits
+ * of two registers (a LOP3 to set each bit, another to test it): the masked block grew by a
+ * third at head_dim 64, causal. Without causality only the seqlen_k tail is masked, once per
+ * tile; there the old form stays, since the new one, harmless in itself, moved ptxas's
+ * schedule of the whole non-causal kernel and cost 4 % at head_dim 64 on an H100 (docs/09,
+ * "The mask after the descriptor change").
  */
 template <class Cfg, bool kCausal>
 __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0, int col0,
@@ -602,15 +614,23 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        int key_end = seqlen_k;  // keys [0, key_end) are visible to this row
-        if (kCausal)
-            key_end = min(key_end, row0 + 8 * h + 1 + seqlen_k - seqlen_q);
+        if (kCausal) {
+            // keys col0 + [0, col_end) are visible to this row
+            const int col_end = min(seqlen_k - col0, row0 + 8 * h + 1 + seqlen_k - seqlen_q - col0);
 #pragma unroll
-        for (int j = 0; j < Cfg::kNTiles; ++j)
+            for (int j = 0; j < Cfg::kNTiles; ++j)
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
-                if (col0 + 8 * j + e >= key_end)
-                    acc_s[4 * j + 2 * h + e] = -INFINITY;
+                for (int e = 0; e < 2; ++e)
+                    if (8 * j + e >= col_end)
+                        acc_s[4 * j + 2 * h + e] = -INFINITY;
+        } else {  // the seqlen_k tail alone, in the form of stages 05-08 (see above)
+#pragma unroll
+            for (int j = 0; j < Cfg::kNTiles; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (col0 + 8 * j + e >= seqlen_k)
+                        acc_s[4 * j + 2 * h + e] = -INFINITY;
+        }
     }
 }
 /* END UNIT */
