@@ -295,7 +295,7 @@ __device__ __forceinline__ BlockRange block_range(int m_block, int seqlen_q, int
 }
 /* END UNIT */
 
-/* UNIT(mask) */
+/* UNIT(mask, changed: stage 08's form: stage 10 builds on 08, not 09) */
 /*
  * Accumulator layout of m64nNk16 (PTX ISA §9.7.15.5.1.1), per warp w of the warpgroup, lane
  * l (g = l/4, t = l%4): acc[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e] — the n8 blocks of
