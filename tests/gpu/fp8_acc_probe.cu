@@ -156,14 +156,14 @@ __global__ void __launch_bounds__(128, 1)
 
 /* ---- host: running tiles -------------------------------------------------------------- */
 
-#define CUDA_OK(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "fp8_acc_probe: %s: %s (%s:%d)\n", #call, cudaGetErrorString(e_),  \
-                    __FILE__, __LINE__);                                                       \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "fp8_acc_probe: %s: %s (%s:%d)\n", #call, cudaGetErrorString(e_),      \
+                    __FILE__, __LINE__);                                                           \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void *xcalloc(size_t n, size_t size)
@@ -211,14 +211,13 @@ static void run_tiles(int dt, int layout, int n_instr, int tiles, const float *A
     if (emulate) {
         for (size_t t = 0; t < (size_t)tiles; ++t)
             for (int m = 0; m < 64; ++m)
-                for (int n = 0; n < 64; ++n)
-                { /* instruction by instruction: a group never spans two */
+                for (int n = 0; n < 64;
+                     ++n) { /* instruction by instruction: a group never spans two */
                     const int kp = k_per_instr(dt);
                     float acc = C[t * 4096 + m * 64 + n];
                     for (int s = 0; s < n_instr; ++s)
                         acc = fx_fp8_dot_model(A + (t * 64 + m) * k + s * kp,
-                                               B + (t * 64 + n) * k + s * kp, kp, acc,
-                                               &emulated);
+                                               B + (t * 64 + n) * k + s * kp, kp, acc, &emulated);
                     D[t * 4096 + m * 64 + n] = acc;
                 }
         return;
@@ -359,10 +358,9 @@ static int layout_sanity(int dt, int layout)
                     A + ((size_t)t * 64 + m) * K, B + ((size_t)t * 64 + n) * K, K,
                     C[(size_t)t * 4096 + m * 64 + n]);
     run_tiles(dt, layout, 1, tiles, A, B, C, D);
-    static const char *const what[4] = {"all ones (32 or 16, +0.5 on the diagonal)",
-                                        "one product per row of A, at every k",
-                                        "one product per row of B, at every k",
-                                        "random integers in [-3, 3], C in [-8, 8]"};
+    static const char *const what[4] = {
+        "all ones (32 or 16, +0.5 on the diagonal)", "one product per row of A, at every k",
+        "one product per row of B, at every k", "random integers in [-3, 3], C in [-8, 8]"};
     const int first[5] = {0, 1, 1 + K, 1 + 2 * K, tiles};
     int all = 1;
     for (int c = 0; c < 4; ++c) {
@@ -613,9 +611,8 @@ static void kept_text(char *buf, size_t size, double d, double base, int unit_ex
     snprintf(buf, size, "%.6g", kept);
 }
 
-static void print_table(const clist *l, int series, int nv, const char *const *heads,
-                        int t_from, int t_to, double (*base)(const pcase *),
-                        int (*unit)(const pcase *))
+static void print_table(const clist *l, int series, int nv, const char *const *heads, int t_from,
+                        int t_to, double (*base)(const pcase *), int (*unit)(const pcase *))
 {
     printf("  %4s", "t");
     for (int v = 0; v < nv; ++v)
@@ -712,8 +709,7 @@ static void print_series(const clist *l)
            dt_name[dt], E_BIG, E_BIG, E_BIG);
     print_table(l, S3_C_SMALL, 6, h3, 1, 40, base_big, unit_e_t);
 
-    printf("\nS4 %s: products 0, C with a long significand: D's bits against C's\n",
-           dt_name[dt]);
+    printf("\nS4 %s: products 0, C with a long significand: D's bits against C's\n", dt_name[dt]);
     printf("  %4s %28s %28s %28s %28s\n", "j", "C=1+2^-j", "C=-(1+2^-j)", "C=1.5+2^-j",
            "C=-(1.5+2^-j)");
     for (int j = 1; j <= 23; ++j) {
@@ -728,8 +724,7 @@ static void print_series(const clist *l)
         printf("\n");
     }
 
-    printf("\nS5 %s: C = ±(1+2^-j) plus one product 1: D - (C+1) in units of 2^-j\n",
-           dt_name[dt]);
+    printf("\nS5 %s: C = ±(1+2^-j) plus one product 1: D - (C+1) in units of 2^-j\n", dt_name[dt]);
     for (int j = 1; j <= 23; ++j) {
         const pcase *p = find_case(l, S5_C_PLUS_ONE, 0, j, 0, 0);
         const pcase *m = find_case(l, S5_C_PLUS_ONE, 1, j, 0, 0);
@@ -747,8 +742,7 @@ static void print_series(const clist *l)
            dt_name[dt], E_BIG, E_BIG, E_BIG);
     print_table(l, S6_CANCEL, 3, h6, 1, T, base_zero, unit_e_t);
 
-    const char *h7[6] = {"2^15", "1.5*2^15", "1.875^2*2^14", "2^15,N", "1.5*2^15,N",
-                         "1.875^2,N"};
+    const char *h7[6] = {"2^15", "1.5*2^15", "1.875^2*2^14", "2^15,N", "1.5*2^15,N", "1.875^2,N"};
     printf("\nS7 %s: large product of another significand at k=0, small u = 2^(15-t) "
            "(one, or N = %d); kept = (D - big)/u\n",
            dt_name[dt], K - 1);
@@ -926,8 +920,8 @@ static void make_random(rand_set *r, int dt, int n_instr, int tiles, int with_c)
     }
     if (with_c) /* C of the size of a dot product of the same inputs */
         for (size_t i = 0; i < nc; ++i)
-            r->C[i] = (float)(rng_normal() * (dt == DT_E4M3 ? 1e5 * sqrt(r->k / 32.0)
-                                                            : sqrt((double)r->k)));
+            r->C[i] = (float)(rng_normal() *
+                              (dt == DT_E4M3 ? 1e5 * sqrt(r->k / 32.0) : sqrt((double)r->k)));
 }
 
 static void random_stats(const rand_set *r, const fx_fp8_acc_params *prm, int have_model)
