@@ -61,6 +61,24 @@ static int no_gpu(const char *why)
     return rc;
 }
 
+/* --self-test: the stage's own test of a device part, on the device opened as for a case. */
+static int main_self_test(fx_ctx *c)
+{
+    char why[512];
+    if (!c->self->self_test) {
+        fx_error("stage %s has no --self-test", c->self->id);
+        return FX_EXIT_USAGE;
+    }
+    int rc = fx_device_open(c->self, &c->dev, why, sizeof why);
+    if (rc == FX_EXIT_NO_GPU)
+        return no_gpu(why);
+    if (rc != 0) {
+        fx_error("%s", why);
+        return FX_EXIT_FAIL;
+    }
+    return c->self->self_test() == 0 ? FX_EXIT_OK : FX_EXIT_FAIL;
+}
+
 /* The GPU's cases: the matrix, or one case (--fuzz N: N, each on a fresh seed). */
 static int main_gpu(fx_ctx *c)
 {
@@ -147,6 +165,8 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         fx_usage(&c, stdout);
         return FX_EXIT_OK;
     }
+    if (c.opt.self_test)
+        return main_self_test(&c);
     /* --save writes the checked run's host inputs, and --load's inputs are on the host:
      * a run that only times has neither. */
     if ((!c.opt.check && !c.opt.bench && !c.opt.matrix) || c.opt.save || c.opt.load)
