@@ -124,13 +124,12 @@ static int main_checked(fx_ctx *c)
      * stage's own settings (FX_ABLATION, say), before any case runs. */
     fx_problem checked = c->opt.problem;
     /* --matrix makes its cases in the stage's own dtypes, so the default problem's bf16
-     * need not be one of them (stage 10 takes e4m3 alone, with V given transposed): the
-     * check then takes the stage's first dtype. */
+     * need not be one of them (stage 10 takes e4m3 alone): the check then takes the
+     * stage's first dtype (e4m3's default layout: V row-major). */
     if (c->opt.matrix && !(c->self->caps.dtypes & FX_DTYPE_BIT(checked.dtype)))
         for (int dt = 0; dt < FX_DTYPE_COUNT; ++dt)
             if (c->self->caps.dtypes & FX_DTYPE_BIT(dt)) {
                 checked.dtype = (fx_dtype)dt;
-                checked.fp8_v_transposed = dt == FX_E4M3;
                 break;
             }
     const int supported = fx_stage_supports(c->self, &checked, c->opt.backward, why, sizeof why);

@@ -90,7 +90,8 @@ static const fx_option_spec table[] = {
           "Hadamard matrix over head_dim, a power of two) before quantizing")},
     {FLAG("--fp8-vt", NULL, PROBLEM(fp8_v_transposed), FX_OPT_PROBLEM,
           "e4m3: V given transposed, [batch, heads_kv, head_dim, seqlen_k]\n"
-          "(seqlen_k a multiple of 16: TMA's 16-byte row stride)")},
+          "(seqlen_k a multiple of 16: TMA's 16-byte row stride); without it\n"
+          "V is row-major like K and the kernel transposes it (stage 10)")},
     {FLAG("--causal", NULL, PROBLEM(causal), FX_OPT_PROBLEM, "causal mask, bottom-right aligned")},
     {VALUE("--scale", FX_OPT_REAL, "F", PROBLEM(softmax_scale), FX_OPT_PROBLEM, "softmax scale",
            "1/sqrt(head_dim)")},
