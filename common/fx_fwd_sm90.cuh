@@ -180,6 +180,26 @@ bool encode_map(CUtensorMap *map, const void *base, const fx_problem *pr, fx_lay
     return true;
 }
 
+/* The scalar kernel arguments every Hopper forward fills alike (make_fwd_params; stage 10's
+ * make_fp8_params): O and LSE with O's strides (elements), the lengths and head counts
+ * (q_per_kv = heads_q / heads_kv: GQA), the softmax scale and its log2 form, the mask. */
+void fill_fwd_scalars(FwdParams *p, const fx_fwd_args *a)
+{
+    const fx_problem *pr = a->p;
+    p->o = a->o;
+    p->lse = a->lse;
+    p->o_batch_stride = a->o_layout.batch_stride;
+    p->o_head_stride = a->o_layout.head_stride;
+    p->o_row_stride = (int)a->o_layout.row_stride;
+    p->seqlen_q = pr->seqlen_q;
+    p->seqlen_k = pr->seqlen_k;
+    p->heads_q = pr->heads_q;
+    p->q_per_kv = pr->heads_q / pr->heads_kv;
+    p->softmax_scale = (float)pr->softmax_scale;
+    p->scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+    p->causal = pr->causal;
+}
+
 /* The kernel arguments of one forward call with Q/K/V boxes of block_m and block_n rows;
  * false (reason printed) when a tensor map cannot be encoded. */
 bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_n)
@@ -193,17 +213,7 @@ bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_
                     "V") ||
         !encode_map(&p->tma_o, a->o, pr, a->o_layout, pr->seqlen_q, pr->heads_q, dv, kWgmmaM, "O"))
         return false;
-    p->o = a->o;
-    p->lse = a->lse;
-    p->o_batch_stride = a->o_layout.batch_stride;
-    p->o_head_stride = a->o_layout.head_stride;
-    p->o_row_stride = (int)a->o_layout.row_stride;
-    p->seqlen_q = pr->seqlen_q;
-    p->seqlen_k = pr->seqlen_k;
-    p->heads_q = pr->heads_q;
-    p->q_per_kv = pr->heads_q / pr->heads_kv;
-    p->softmax_scale = (float)pr->softmax_scale;
-    p->scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+    fill_fwd_scalars(p, a);
     p->q = a->q;
     p->k = a->k;
     p->v = a->v;
@@ -218,7 +228,6 @@ bool make_fwd_params(FwdParams *p, const fx_fwd_args *a, int block_m, int block_
     p->v_row_stride = (int)a->v_layout.row_stride;
     p->head_dim = d;
     p->head_dim_v = dv;
-    p->causal = pr->causal;
     return true;
 }
 

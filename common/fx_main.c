@@ -61,6 +61,24 @@ static int no_gpu(const char *why)
     return rc;
 }
 
+/* --self-test: the stage's own test of a device part, on the device opened as for a case. */
+static int main_self_test(fx_ctx *c)
+{
+    char why[512];
+    if (!c->self->self_test) {
+        fx_error("stage %s has no --self-test", c->self->id);
+        return FX_EXIT_USAGE;
+    }
+    int rc = fx_device_open(c->self, &c->dev, why, sizeof why);
+    if (rc == FX_EXIT_NO_GPU)
+        return no_gpu(why);
+    if (rc != 0) {
+        fx_error("%s", why);
+        return FX_EXIT_FAIL;
+    }
+    return c->self->self_test() == 0 ? FX_EXIT_OK : FX_EXIT_FAIL;
+}
+
 /* The GPU's cases: the matrix, or one case (--fuzz N: N, each on a fresh seed). */
 static int main_gpu(fx_ctx *c)
 {
@@ -106,13 +124,12 @@ static int main_checked(fx_ctx *c)
      * stage's own settings (FX_ABLATION, say), before any case runs. */
     fx_problem checked = c->opt.problem;
     /* --matrix makes its cases in the stage's own dtypes, so the default problem's bf16
-     * need not be one of them (stage 10 takes e4m3 alone, with V given transposed): the
-     * check then takes the stage's first dtype. */
+     * need not be one of them (stage 10 takes e4m3 alone): the check then takes the
+     * stage's first dtype (e4m3's default layout: V row-major). */
     if (c->opt.matrix && !(c->self->caps.dtypes & FX_DTYPE_BIT(checked.dtype)))
         for (int dt = 0; dt < FX_DTYPE_COUNT; ++dt)
             if (c->self->caps.dtypes & FX_DTYPE_BIT(dt)) {
                 checked.dtype = (fx_dtype)dt;
-                checked.fp8_v_transposed = dt == FX_E4M3;
                 break;
             }
     const int supported = fx_stage_supports(c->self, &checked, c->opt.backward, why, sizeof why);
@@ -147,6 +164,8 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         fx_usage(&c, stdout);
         return FX_EXIT_OK;
     }
+    if (c.opt.self_test)
+        return main_self_test(&c);
     /* --save writes the checked run's host inputs, and --load's inputs are on the host:
      * a run that only times has neither. */
     if ((!c.opt.check && !c.opt.bench && !c.opt.matrix) || c.opt.save || c.opt.load)

@@ -127,12 +127,14 @@ static fx_problem matrix_problem(const fx_shape *sh, int d, fx_dtype dt, int ind
     p.dist = (fx_dist)(index % FX_DIST_COUNT);
     if (dt == FX_E4M3) {
         /* e4m3 (stage 10): the recipes in turn, with incoherent processing on every other
-         * case; V handed in transposed, whose TMA row stride of seqlen_k bytes must be a
-         * multiple of 16 (the tails stay: no tile is 16 keys). */
+         * case, and V's two layouts in turn: row-major (transposed in the kernel) on even
+         * cases, handed in transposed on odd ones, whose TMA row stride of seqlen_k bytes
+         * must be a multiple of 16 (the tails stay: no tile is 16 keys). */
         p.fp8_scaling = (fx_fp8_scaling)(index % FX_FP8_SCALING_COUNT);
         p.fp8_hadamard = (index / FX_FP8_SCALING_COUNT) % 2 == 1 && (d & (d - 1)) == 0;
-        p.fp8_v_transposed = true;
-        p.seqlen_k = (p.seqlen_k + 15) / 16 * 16;
+        p.fp8_v_transposed = index % 2 == 1;
+        if (p.fp8_v_transposed)
+            p.seqlen_k = (p.seqlen_k + 15) / 16 * 16;
     }
     return p;
 }

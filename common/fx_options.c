@@ -90,7 +90,8 @@ static const fx_option_spec table[] = {
           "Hadamard matrix over head_dim, a power of two) before quantizing")},
     {FLAG("--fp8-vt", NULL, PROBLEM(fp8_v_transposed), FX_OPT_PROBLEM,
           "e4m3: V given transposed, [batch, heads_kv, head_dim, seqlen_k]\n"
-          "(seqlen_k a multiple of 16: TMA's 16-byte row stride)")},
+          "(seqlen_k a multiple of 16: TMA's 16-byte row stride); without it\n"
+          "V is row-major like K and the kernel transposes it (stage 10)")},
     {FLAG("--causal", NULL, PROBLEM(causal), FX_OPT_PROBLEM, "causal mask, bottom-right aligned")},
     {VALUE("--scale", FX_OPT_REAL, "F", PROBLEM(softmax_scale), FX_OPT_PROBLEM, "softmax scale",
            "1/sqrt(head_dim)")},
@@ -119,6 +120,9 @@ static const fx_option_spec table[] = {
     {COUNT("--repeat", 1, FX_MAX_REPEAT, repeat, "run N times; outputs must be bitwise equal",
            NULL)},
     {COUNT("--fuzz", 1, FX_MAX_FUZZ, fuzz, "N checks, each on a fresh seed (printed)", "off")},
+    {FLAG("--self-test", NULL, FIELD(self_test), FX_OPT_MODE,
+          "run the stage's GPU self-test of one device part alone, and nothing\n"
+          "else (stage 10: the in-kernel V transpose, every byte checked)")},
     {FLAG("--digest", NULL, FIELD(digest), FX_OPT_MODE,
           "print a hash of O and LSE (and of dQ, dK, dV with --bwd): two builds\n"
           "gave the same bits when their digests match")},
@@ -591,6 +595,14 @@ int fx_options_parse(int argc, char **argv, fx_options *o, char *why, size_t why
         snprintf(why, why_len,
                  "--cpu runs the CPU model and checks it: --bench, --matrix, "
                  "--repeat and --csv need the GPU");
+        return FX_EXIT_USAGE;
+    }
+    if (o->self_test &&
+        (o->check || o->bench || o->backward || o->matrix || o->cpu || o->repeat > 1 ||
+         o->fuzz > 0 || o->csv || o->save || o->load || o->digest)) {
+        snprintf(why, why_len,
+                 "--self-test runs the stage's self-test alone: no --check, --bench, --bwd, "
+                 "--matrix, --cpu, --repeat, --fuzz, --csv, --save, --load or --digest");
         return FX_EXIT_USAGE;
     }
     if (o->save && (o->matrix || o->fuzz > 0)) {

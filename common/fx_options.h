@@ -38,12 +38,13 @@ extern "C" {
 
 typedef struct fx_options {
     fx_problem problem;
-    bool check;    /* compare with the reference and the previous stage (default) */
-    bool bench;    /* time the stage (CUDA events, median) */
-    bool backward; /* also run and check the backward */
-    bool matrix;   /* run the GPU test matrix generated from the capabilities */
-    bool cpu;      /* run the stage's CPU model instead of the GPU (no GPU needed) */
-    bool digest;   /* print a hash of the outputs' bytes (fx_print_digest) */
+    bool check;     /* compare with the reference and the previous stage (default) */
+    bool bench;     /* time the stage (CUDA events, median) */
+    bool backward;  /* also run and check the backward */
+    bool matrix;    /* run the GPU test matrix generated from the capabilities */
+    bool cpu;       /* run the stage's CPU model instead of the GPU (no GPU needed) */
+    bool digest;    /* print a hash of the outputs' bytes (fx_print_digest) */
+    bool self_test; /* run the stage's own GPU self-test (fx_stage.self_test) and nothing else */
     bool help;
     bool seed_given;
     int repeat;        /* > 1: run the stage this many times, outputs must be bitwise equal */

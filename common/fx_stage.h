@@ -120,6 +120,10 @@ typedef struct fx_stage {
      * harness quantizes Q and K/V in blocks of (per-block descales must not straddle a
      * tile). NULL in the stages without e4m3. */
     fx_fp8_tiles (*fp8_tiles)(int head_dim);
+    /* --self-test: the stage's GPU test of one device part alone, on the device that the
+     * harness opened (stage 10: the in-kernel V transpose, byte for byte). Prints what it
+     * checked; returns 0 (pass) or 1 (a wrong result or a CUDA error). NULL: none. */
+    int (*self_test)(void);
 } fx_stage;
 
 /* The names of the stage being compiled. cmake/fx_stage.cmake defines FX_STAGE_ID

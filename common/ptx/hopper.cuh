@@ -547,4 +547,19 @@ static __device__ __forceinline__ uint32_t fx_prmt(uint32_t a, uint32_t b, uint3
     return d;
 }
 
+/* stmatrix.sync.aligned.m8n8.x4.shared.b16 [addr], {r0, r1, r2, r3};   (PTX ISA §9.7.14.5.16
+ * "Warp-level matrix store instruction: stmatrix", sm_90+; stage 10)
+ * The inverse of ldmatrix without .trans (mma_sm80.cuh): four 8×8 matrices of b16 to
+ * shared memory. Lanes 8i..8i+7 give the addresses of the 8 rows (16 bytes each, 16-byte
+ * aligned) of matrix i; lane l's r_i holds matrix i's elements at row l/4, columns 2·(l%4)
+ * and 2·(l%4)+1 (the low half first). Stage 10 stores Vᵀ with it after ldmatrix.trans and
+ * prmt (fwd.cu, transpose_v). */
+static __device__ __forceinline__ void fx_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1,
+                                                      uint32_t r2, uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
 #endif

@@ -23,6 +23,7 @@
  * The descale algebra and the CPU model this kernel matches: docs/10_fp8.md,
  * common/fx_fp8_model.h. Layouts and what the Hopper forwards share: common/fx_fwd_sm90.cuh.
  */
+#include <stddef.h> /* offsetof */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ static_assert(kSlab8RowBytes == FX_SWIZZLE64_ROW_BYTES && kSlabVtRowBytes == FX_
  * ------------------------------------------------------------------------------ */
 
 template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, int kProducerRegs_,
-          int kConsumerRegs_>
+          int kConsumerRegs_, bool kTransposeV_>
 struct Config {
     static constexpr int kHeadDim = kHeadDim_;
     static constexpr int kNumConsumers = kNumConsumers_;     // consumer warpgroups
@@ -58,6 +59,7 @@ struct Config {
     static constexpr int kNConsumerWarps = kNumConsumers * kWarpsPerWarpgroup;
     static constexpr int kSlabs = kHeadDim / kSlabCols;  // 64-column slabs of Q and K rows
     static constexpr int kVtSlabs = kBlockN / kWgmmaK8;  // 32-key slabs of a Vᵀ tile
+    static_assert(kVtSlabs * kWgmmaK8 == kBlockN, "Vᵀ is whole 32-key slabs");
     // Per thread: S is m64 × kBlockN fp32 over 128 threads = kBlockN/2 registers, O is
     // kHeadDim/2, P (e4m3, four per register) kBlockN/8 in kPFrags A fragments of 4.
     static constexpr int kAccS = kBlockN / 2;
@@ -69,6 +71,15 @@ struct Config {
     static constexpr int kSlabKBytes = kBlockN * kSlab8RowBytes;
     static constexpr int kSlabVtBytes = kHeadDim * kSlabVtRowBytes;
     static constexpr int kSlabOBytes = kBlockM * kSlabRowBytes;  // bf16 O, as stage 08's
+    // V's layout in global memory: false, Vᵀ (--fp8-vt), loaded by TMA as the PV GEMM reads
+    // it; true, row-major V as K, loaded by TMA and transposed in shared memory by the
+    // producer warpgroup (transpose_v below). The consumers read the same Vᵀ tile either way.
+    static constexpr bool kTransposeV = kTransposeV_;
+    // The transpose's unit: 16 keys × 32 head_dim bytes, one ldmatrix.x4.trans and one
+    // stmatrix.x4 per warp; the producer warpgroup's 4 warps share a tile's units.
+    static constexpr int kTransposeUnits = (kBlockN / 16) * (kHeadDim / 32);
+    static_assert(kTransposeUnits % kWarpsPerWarpgroup == 0,
+                  "every producer warp transposes alike");
     // setmaxnreg targets (multiples of 8). It only moves registers between warpgroups: they
     // must fit (kNumConsumers + 1) entry caps, or setmaxnreg.inc waits for them forever.
     static constexpr int kProducerRegs = kProducerRegs_;
@@ -98,17 +109,31 @@ struct Config {
  * d=128 causal with 224 (docs/10_fp8.md). Registers after setmaxnreg as in stage 08: d=64,
  * 512 threads, producer 32, consumers 160; d=128 and 256, 384 threads, producer 24, 240.
  */
-using ConfigD64 = Config<64, 3, 128, 2, 32, 160>;
-using ConfigD128 = Config<128, 2, 192, 2, 24, 240>;
-using ConfigD256 = Config<256, 2, 64, 2, 24, 240>;
+template <bool kTransposeV>
+using ConfigD64 = Config<64, 3, 128, 2, 32, 160, kTransposeV>;
+template <bool kTransposeV>
+using ConfigD128 = Config<128, 2, 192, 2, 24, 240, kTransposeV>;
+template <bool kTransposeV>
+using ConfigD256 = Config<256, 2, 64, 2, 24, 240, kTransposeV>;
 
 /* ---------------------------------------------------------------------------------
  * Shared-memory plan: Q, kStages K and Vᵀ tiles in e4m3, then O's bf16 staging tile, then
- * the mbarriers. Q and K are head_dim/64 slabs of rows × 64 bytes, as TMA writes them with
- * the 64B swizzle; Vᵀ is kBlockN/32 slabs of head_dim rows × 32 bytes (32B swizzle), one
- * per k32 slice of the PV GEMM; O is stage 08's 128B-swizzled bf16 slabs (e4m3 Q is half
- * as wide as O, so O no longer fits in Q's bytes). Each tile on a 1024-byte boundary.
+ * (row-major V only) kStages raw V tiles, then the mbarriers. Q, K and raw V are
+ * head_dim/64 slabs of rows × 64 bytes, as TMA writes them with the 64B swizzle; Vᵀ is
+ * kBlockN/32 slabs of head_dim rows × 32 bytes (32B swizzle), one per k32 slice of the PV
+ * GEMM; O is stage 08's 128B-swizzled bf16 slabs (e4m3 Q is half as wide as O, so O no
+ * longer fits in Q's bytes). Each tile on a 1024-byte boundary.
  * ------------------------------------------------------------------------------ */
+
+/* Row-major V as TMA lands it, kStages tiles laid out as K's, which the producer transposes
+ * into Vᵀ; nothing with V given transposed (an empty struct: one byte). */
+template <class Cfg, bool = Cfg::kTransposeV>
+struct RawVStorage {
+    alignas(kSwizzleAtomBytes) uint8_t v[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
+};
+template <class Cfg>
+struct RawVStorage<Cfg, false> {
+};
 
 template <class Cfg>
 struct SharedStorage {
@@ -116,11 +141,16 @@ struct SharedStorage {
     alignas(kSwizzleAtomBytes) uint8_t k[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
     alignas(kSwizzleAtomBytes) uint8_t vt[Cfg::kStages][Cfg::kHeadDim * Cfg::kBlockN];
     alignas(kSwizzleAtomBytes) uint16_t o[Cfg::kBlockM * Cfg::kHeadDim];
+    RawVStorage<Cfg> raw;
     uint64_t q_full;                 // Q has landed (one phase: Q is loaded once)
     uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
-    uint64_t v_full[Cfg::kStages];   // Vᵀ of stage s has landed
+    uint64_t v_full[Cfg::kStages];   // Vᵀ of stage s is ready: landed, or transposed
     uint64_t k_empty[Cfg::kStages];  // every consumer warp is done with K of s
     uint64_t v_empty[Cfg::kStages];  // ... with Vᵀ of s
+    // Row-major V only: raw V of stage s has landed (the producer's own TMA; the producer
+    // warpgroup is also the raw tile's only reader, so it needs no empty barrier:
+    // producer_loop_transpose).
+    uint64_t v_raw_full[Cfg::kStages];
 };
 
 /* Dynamic shared memory per CTA: the plan plus the slack for rounding the base up to the
@@ -128,9 +158,13 @@ struct SharedStorage {
 template <class Cfg>
 constexpr int kSmemBytes = (int)sizeof(SharedStorage<Cfg>) + kSwizzleAtomBytes;
 
-static_assert(kSmemBytes<ConfigD64> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=64 fits a CTA's smem");
-static_assert(kSmemBytes<ConfigD128> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 fits");
-static_assert(kSmemBytes<ConfigD256> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 fits");
+static_assert(kSmemBytes<ConfigD64<false>> <= FX_SMEM_PER_BLOCK_OPTIN_SM90,
+              "d=64 fits a CTA's smem");
+static_assert(kSmemBytes<ConfigD128<false>> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 fits");
+static_assert(kSmemBytes<ConfigD256<false>> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 fits");
+static_assert(kSmemBytes<ConfigD64<true>> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=64 + raw V fits");
+static_assert(kSmemBytes<ConfigD128<true>> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=128 + raw V fits");
+static_assert(kSmemBytes<ConfigD256<true>> <= FX_SMEM_PER_BLOCK_OPTIN_SM90, "d=256 + raw V fits");
 
 /* UNIT(named_barriers, changed: stage 08's, one CTA per tile: stage 10 builds on 08, not 09) */
 /* Hardware named barriers (PTX ISA §9.7.13.1; id 0 is __syncthreads'), the threads that
@@ -140,10 +174,12 @@ enum NamedBarrier : uint32_t {
     kBarrierEpilogue = 1,
     // + consumer (at most 3): consumer c's turn at the tensor cores (2 warpgroups meet).
     kBarrierTurn = 4,
+    // Row-major V: the producer warpgroup's 128 threads after transposing a V tile.
+    kBarrierTranspose = 7,
 };
 constexpr uint32_t kEpilogueThreads = kWarpgroupThreads;
-static_assert(ConfigD64::kNumConsumers <= 3 && ConfigD128::kNumConsumers <= 3 &&
-                  ConfigD256::kNumConsumers <= 3,
+static_assert(ConfigD64<true>::kNumConsumers <= 3 && ConfigD128<true>::kNumConsumers <= 3 &&
+                  ConfigD256<true>::kNumConsumers <= 3,
               "at most 3 consumer warpgroups: the epilogue's barriers are ids 1-3");
 constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
 /* END UNIT */
@@ -241,10 +277,13 @@ __device__ __forceinline__ void load_vt(uint32_t dst, const CUtensorMap *map, ui
                        head, batch);
 }
 
-/* K and Vᵀ of block n_block into the ring at `write`. A refill (the second pass over the
+/* K and V of block n_block into the ring at `write`. A refill (the second pass over the
  * ring on) first waits until every consumer warp has released the stage: its empty
  * barriers' phase for the pass before has the parity write.phase ^ 1. K is released after
- * the S GEMM, Vᵀ after the PV GEMM, so each is refilled as soon as it is free. */
+ * the S GEMM, Vᵀ after the PV GEMM, so each is refilled as soon as it is free.
+ * V given transposed: Vᵀ straight into the Vᵀ tile. Row-major V: into the raw tile, laid out
+ * as K, completing on v_raw_full; no wait, since the producer warpgroup itself read that
+ * tile last and finished before this call (producer_loop_transpose). */
 template <class Cfg>
 __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &smem,
                                         PipelineState write, bool refill, int n_block, int head_kv,
@@ -255,12 +294,128 @@ __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &
     load_tile<Cfg>(fx_smem_addr(smem.k[write.stage]), &p.tma_k,
                    fx_smem_addr(&smem.k_full[write.stage]), Cfg::kBlockN, head_kv,
                    n_block * Cfg::kBlockN, batch);
-    if (refill)
-        fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
-    load_vt<Cfg>(fx_smem_addr(smem.vt[write.stage]), &p.tma_v,
-                 fx_smem_addr(&smem.v_full[write.stage]), head_kv, n_block * Cfg::kBlockN, batch);
+    if constexpr (Cfg::kTransposeV) {
+        load_tile<Cfg>(fx_smem_addr(smem.raw.v[write.stage]), &p.tma_v,
+                       fx_smem_addr(&smem.v_raw_full[write.stage]), Cfg::kBlockN, head_kv,
+                       n_block * Cfg::kBlockN, batch);
+    } else {
+        if (refill)
+            fx_mbarrier_wait(fx_smem_addr(&smem.v_empty[write.stage]), write.phase ^ 1);
+        load_vt<Cfg>(fx_smem_addr(smem.vt[write.stage]), &p.tma_v,
+                     fx_smem_addr(&smem.v_full[write.stage]), head_kv, n_block * Cfg::kBlockN,
+                     batch);
+    }
 }
 /* END UNIT */
+
+/* ---------------------------------------------------------------------------------
+ * Producer: V transposed in shared memory (row-major V; FA3 §3.3, "in-kernel transpose")
+ *
+ * 8-bit wgmma reads B K-major only: the PV GEMM needs Vᵀ, keys contiguous, in the 32B-swizzled
+ * slabs that desc_v describes. TMA lands row-major V as K: key rows of head_dim bytes in
+ * 64B-swizzled slabs of 64 columns. The producer warpgroup turns one into the other in
+ * units of 16 keys × 32 head_dim bytes per warp (docs/10_fp8.md draws it):
+ *
+ *  1. ldmatrix.x4.trans (PTX ISA §9.7.14.5.15; b16) reads four 8×8 matrices of 16-bit
+ *     pairs: a matrix row is 16 bytes of one key (8 pairs of head_dim columns). Lanes give
+ *     the row addresses, so the rows may be any keys: matrix A takes keys {0,1,4,5,8,9,12,13}
+ *     (+ k0) and B keys {2,3,6,7,10,11,14,15}, each for head_dim bytes [d0, d0+16) (A0, B0)
+ *     and [d0+16, d0+32) (A1, B1). With .trans lane l receives, for the pair column c = l/4
+ *     (head_dim 2c, 2c+1) and t = l%4, matrix rows 2t, 2t+1: from A keys 4t, 4t+1 and from B
+ *     keys 4t+2, 4t+3, as bytes {V[4t][2c], V[4t][2c+1], V[4t+1][2c], V[4t+1][2c+1]}.
+ *  2. The 16-bit transpose kept each (2c, 2c+1) byte pair together; Vᵀ wants the two
+ *     head_dim columns in different rows. prmt splits them: even bytes of A and B
+ *     (selector 0x6420) are Vᵀ row 2c, keys 4t..4t+3, odd bytes (0x7531) row 2c+1.
+ *  3. stmatrix.x4 (§9.7.14.5.16; b16) writes four 8×8 matrices, lane l's register i at row
+ *     l/4, bytes 4t..4t+3 of matrix i: matrix 0 is Vᵀ rows d0 + 2r (r = 0..7), 1 rows
+ *     d0 + 2r + 1, 2 and 3 the same 16 rows further, each row 16 bytes = keys k0..k0+15.
+ *
+ * Keys come out in the natural order (k0 + 4t .. k0 + 4t + 3 in one register), the order a Vᵀ
+ * loaded by TMA has, so the consumers and pack_p are the same for both layouts. (FA3 picks
+ * the keys of a matrix as k0..k0+7 and k0+8..k0+15, which yields P's accumulator order
+ * 2t, 2t+1, 8+2t, 9+2t instead and saves pack_p's shuffles: a later step.)
+ * ------------------------------------------------------------------------------ */
+
+/* Byte offset of (key, head_dim byte `col`) in a K-like tile of kBlockN key rows: slab
+ * col/64, row `key` of 64 bytes, its 16-byte chunk XORed with (key/2)%4 (the 64B swizzle,
+ * wgmma_desc.h). */
+template <class Cfg>
+__device__ __forceinline__ uint32_t raw_v_offset(int key, int col)
+{
+    const int chunk = ((col % kSlab8RowBytes) / 16) ^ ((key / 2) % 4);
+    return (uint32_t)((col / kSlab8RowBytes) * Cfg::kSlabKBytes + key * kSlab8RowBytes +
+                      chunk * 16);
+}
+
+/* Byte offset of (head_dim row d, key) in a Vᵀ tile: slab key/32, row d of 32 bytes, its
+ * 16-byte chunk XORed with (d/4)%2 (the 32B swizzle). key is a multiple of 16. */
+template <class Cfg>
+__device__ __forceinline__ uint32_t vt_offset(int d, int key)
+{
+    const int chunk = ((key % kSlabVtRowBytes) / 16) ^ ((d / 4) % 2);
+    return (uint32_t)((key / kSlabVtRowBytes) * Cfg::kSlabVtBytes + d * kSlabVtRowBytes +
+                      chunk * 16);
+}
+
+/* Transposes one row-major V tile (shared address raw) into the Vᵀ tile vt: the 128
+ * threads of the producer warpgroup (thread = 0..127) call it together; each warp does
+ * kTransposeUnits/4 units. Only the shared-memory writes are done when it returns: the
+ * caller fences and publishes them (transpose_block). */
+template <class Cfg>
+__device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int thread)
+{
+    constexpr int kKeyUnits = Cfg::kBlockN / 16;
+    const int warp = thread / kWarpSize, lane = thread % kWarpSize;
+    // ldmatrix: lane l gives row l%8 of matrix l/8 (A0, B0, A1, B1, as above).
+    const int ld_key = 4 * ((lane % 8) / 2) + lane % 2 + 2 * ((lane / 8) % 2);
+    const int ld_col = 16 * (lane / 16);
+    // stmatrix: lane l gives row l%8 of matrix l/8: Vᵀ row 2(l%8) + (l/8)%2 (+16 for 2, 3).
+    const int st_row = 16 * (lane / 16) + 2 * (lane % 8) + (lane / 8) % 2;
+    // Not unrolled: the producer runs at 24 registers (Cfg), and an unrolled loop hoists
+    // every unit's addresses into registers; a unit's address is a few integer operations.
+#pragma unroll 1
+    for (int i = 0; i < Cfg::kTransposeUnits / kWarpsPerWarpgroup; ++i) {
+        const int unit = i * kWarpsPerWarpgroup + warp;
+        const int k0 = 16 * (unit % kKeyUnits), d0 = 32 * (unit / kKeyUnits);
+        uint32_t r[4];
+        fx_ldmatrix_x4_trans(r, raw + raw_v_offset<Cfg>(k0 + ld_key, d0 + ld_col));
+        const uint32_t row0 = fx_prmt(r[0], r[1], 0x6420u);  // Vᵀ row d0 + 2c: even bytes
+        const uint32_t row1 = fx_prmt(r[0], r[1], 0x7531u);  // row d0 + 2c + 1: odd bytes
+        const uint32_t row16 = fx_prmt(r[2], r[3], 0x6420u);
+        const uint32_t row17 = fx_prmt(r[2], r[3], 0x7531u);
+        fx_stmatrix_x4(vt + vt_offset<Cfg>(d0 + st_row, k0), row0, row1, row16, row17);
+    }
+}
+
+/*
+ * One block's V through the transpose stage, by the whole producer warpgroup, at `vt_write`
+ * (the ring position its load used): wait for the raw tile (v_raw_full, TMA) and, on a refill,
+ * for the consumers to release the Vᵀ tile (v_empty, after their PV GEMM of the block
+ * kStages back); transpose; every writer fences its generic-proxy stores against the async
+ * proxy that wgmma reads through (PTX ISA §9.7.13.4); the 128 threads meet (kBarrierTranspose),
+ * after which every read of the raw tile and write of the Vᵀ tile is done; one thread
+ * arrives on v_full, which the consumers wait on as on a TMA-filled Vᵀ. Addresses come from
+ * the plan's 32-bit shared base and offsetof, not from a generic pointer to it: the producer
+ * runs at 24 registers, and a 64-bit pointer costs two.
+ */
+template <class Cfg>
+__device__ __forceinline__ void transpose_block(uint32_t smem_addr, PipelineState vt_write,
+                                                bool refill, int thread)
+{
+    using S = SharedStorage<Cfg>;
+    constexpr uint32_t kTileBytes = Cfg::kBlockN * Cfg::kHeadDim;
+    const uint32_t bar = (uint32_t)vt_write.stage * (uint32_t)sizeof(uint64_t);
+    const uint32_t tile = (uint32_t)vt_write.stage * kTileBytes;
+    fx_mbarrier_wait(smem_addr + (uint32_t)offsetof(S, v_raw_full) + bar, vt_write.phase);
+    if (refill)
+        fx_mbarrier_wait(smem_addr + (uint32_t)offsetof(S, v_empty) + bar, vt_write.phase ^ 1);
+    transpose_v<Cfg>(smem_addr + (uint32_t)offsetof(S, raw) + tile,
+                     smem_addr + (uint32_t)offsetof(S, vt) + tile, thread);
+    fx_fence_proxy_async_smem();
+    fx_named_barrier_sync(kBarrierTranspose, kWarpgroupThreads);
+    if (thread == 0)
+        fx_mbarrier_arrive(smem_addr + (uint32_t)offsetof(S, v_full) + bar);
+}
 
 /* UNIT(block_range) */
 /* ---------------------------------------------------------------------------------
@@ -745,9 +900,10 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, const Descal
  * Producer warpgroup: one elected lane issues every load
  * ------------------------------------------------------------------------------ */
 
-/* Q once, then K and Vᵀ of every block in mainloop order, each into the ring's next stage
- * once the consumers have released it (load_kv). K is released before Vᵀ (after S, not
- * after PV), so it is refilled first. */
+/* V given transposed: one elected lane of warp 0 issues every load. Q once, then K and Vᵀ
+ * of every block in mainloop order, each into the ring's next stage once the consumers have
+ * released it (load_kv). K is released before Vᵀ (after S, not after PV), so it is refilled
+ * first. */
 template <class Cfg>
 __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<Cfg> &smem,
                                               int n_block_max, int m_block, int head, int head_kv,
@@ -760,6 +916,45 @@ __device__ __forceinline__ void producer_loop(const FwdParams &p, SharedStorage<
         load_kv<Cfg>(p, smem, write, it >= Cfg::kStages, n_block_max - 1 - it, head_kv, batch);
         advance<Cfg::kStages>(write);
     }
+}
+
+/*
+ * Row-major V: the whole producer warpgroup (thread = 0..127). One elected lane of warp 0
+ * issues the loads as producer_loop does, K and raw V of block `it` into the ring; all 128
+ * threads then transpose the V of the block before (FA3's order: the loads of block it fly
+ * while block it − 1 is transposed), and the last block's V after the loop.
+ *
+ * The raw tiles need no empty barrier: the raw V of block it overwrites that of block
+ * it − kStages, which the warpgroup transposed in iteration it − kStages + 1 <= it − 1
+ * (kStages >= 2), and the issuing lane passed that transpose's kBarrierTranspose, after
+ * every thread's last ldmatrix of it, before it issues this load.
+ */
+template <class Cfg>
+__device__ __forceinline__ void producer_loop_transpose(const FwdParams &p,
+                                                        SharedStorage<Cfg> &smem,
+                                                        uint32_t smem_addr, int n_block_max,
+                                                        int m_block, int head, int head_kv,
+                                                        int batch, int thread)
+{
+    static_assert(Cfg::kStages >= 2, "the raw V ring is refilled one block after its transpose");
+    const bool issuer = thread / kWarpSize == 0 && fx_elect_one();
+    if (issuer)
+        load_tile<Cfg>(fx_smem_addr(smem.q), &p.tma_q, fx_smem_addr(&smem.q_full), Cfg::kBlockM,
+                       head, m_block * Cfg::kBlockM, batch);
+    // Block it's ring position, from it alone (advance's order; fewer live registers than two
+    // PipelineStates).
+    auto ring = [](int it) {
+        return PipelineState{it % Cfg::kStages, (uint32_t)((it / Cfg::kStages) & 1)};
+    };
+    for (int it = 0; it < n_block_max; ++it) {
+        if (issuer)
+            load_kv<Cfg>(p, smem, ring(it), it >= Cfg::kStages, n_block_max - 1 - it, head_kv,
+                         batch);
+        __syncwarp();  // warp 0 whole again before ldmatrix/stmatrix (.sync.aligned)
+        if (it > 0)
+            transpose_block<Cfg>(smem_addr, ring(it - 1), it - 1 >= Cfg::kStages, thread);
+    }
+    transpose_block<Cfg>(smem_addr, ring(n_block_max - 1), n_block_max - 1 >= Cfg::kStages, thread);
 }
 
 /* UNIT(epilogue, changed: bf16 O from e4m3 inputs, through its own tile; no exact path) */
@@ -880,7 +1075,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
         fx_mbarrier_init(fx_smem_addr(&smem.q_full), 1);
         for (int s = 0; s < Cfg::kStages; ++s) {
             fx_mbarrier_init(fx_smem_addr(&smem.k_full[s]), 1);  // the producer's expect_tx
+            // Vᵀ: the TMA's expect_tx, or the transposing warpgroup's one arrive.
             fx_mbarrier_init(fx_smem_addr(&smem.v_full[s]), 1);
+            if (Cfg::kTransposeV)
+                fx_mbarrier_init(fx_smem_addr(&smem.v_raw_full[s]), 1);
             fx_mbarrier_init(fx_smem_addr(&smem.k_empty[s]), Cfg::kNConsumerWarps);
             fx_mbarrier_init(fx_smem_addr(&smem.v_empty[s]), Cfg::kNConsumerWarps);
         }
@@ -891,7 +1089,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
     // ---- Producer warpgroup ----
     if (warpgroup == 0) {
         fx_setmaxnreg_dec<Cfg::kProducerRegs>();
-        if (warp_in_wg == 0 && fx_elect_one())
+        if constexpr (Cfg::kTransposeV)
+            producer_loop_transpose<Cfg>(p, smem, smem_addr, range.n_block_max, m_block, head,
+                                         head_kv, batch, tid);
+        else if (warp_in_wg == 0 && fx_elect_one())
             producer_loop<Cfg>(p, smem, range.n_block_max, m_block, head, head_kv, batch);
         return;  // the loads complete on the consumers' barriers; nothing here waits for them
     }
@@ -956,22 +1157,62 @@ bool encode(CUtensorMap *map, const fx_tma_tiled *t, const char *name)
     return true;
 }
 
+/* Row-major e4m3 V [batch, seqlen_k, heads_kv, head_dim] (strides in l): K's map, boxes of
+ * 64 columns (64 bytes, 64B swizzle) × kBlockN keys, which load_kv lands in the raw tile. */
+template <class Cfg>
+fx_tma_tiled v_row_major_map(const void *v, fx_layout l, int batch, int seqlen_k, int heads_kv)
+{
+    fx_tma_tiled t = fx_tma_tiled_qkv(v, FX_E4M3, l, batch, seqlen_k, heads_kv, Cfg::kHeadDim,
+                                      Cfg::kBlockN, kSlabCols);
+    t.swizzle = FX_TMA_SWIZZLE_64B;
+    return t;
+}
+
+/* Vᵀ [batch, heads_kv, head_dim, row_keys] of which keys [0, seqlen_k) are read (--fp8-vt:
+ * row_keys = seqlen_k): the map {seqlen_k, head_dim, heads_kv, batch}, boxes of 32 keys (32
+ * bytes, 32B swizzle) × head_dim rows, which load_vt lands in the Vᵀ tile. TMA requires the
+ * row stride, row_keys bytes, to be a multiple of 16. */
+template <class Cfg>
+fx_tma_tiled vt_map(const void *vt, int batch, int seqlen_k, int row_keys, int heads_kv)
+{
+    fx_tma_tiled t = {};
+    t.dtype = FX_E4M3;
+    t.rank = 4;
+    t.global_address = vt;
+    t.global_dim[0] = (uint64_t)seqlen_k;
+    t.global_dim[1] = (uint64_t)Cfg::kHeadDim;
+    t.global_dim[2] = (uint64_t)heads_kv;
+    t.global_dim[3] = (uint64_t)batch;
+    t.global_stride_bytes[0] = (uint64_t)row_keys;  // from head_dim row d to d + 1
+    t.global_stride_bytes[1] = (uint64_t)row_keys * Cfg::kHeadDim;
+    t.global_stride_bytes[2] = (uint64_t)row_keys * Cfg::kHeadDim * heads_kv;
+    t.box_dim[0] = kVtSlabKeys;
+    t.box_dim[1] = (uint32_t)Cfg::kHeadDim;
+    t.box_dim[2] = 1;
+    t.box_dim[3] = 1;
+    t.swizzle = FX_TMA_SWIZZLE_32B;
+    t.l2_promotion = FX_TMA_L2_256B;
+    return t;
+}
+
 /* The kernel arguments of one e4m3 forward call (fx_fwd_args' e4m3 fields): Q and K as e4m3
  * [batch, seqlen, heads, head_dim] in boxes of 64 columns (64 bytes, 64B swizzle) × kBlockM
- * or kBlockN rows; Vᵀ [batch, heads_kv, head_dim, seqlen_k] as the map {seqlen_k, head_dim,
- * heads_kv, batch} in boxes of 32 keys (32B swizzle) × head_dim rows; O bf16 as stage 08's.
- * false (reason printed) when a map cannot be encoded, the descales are missing or their
- * blocks are not Cfg's tiles, or V is not transposed (the in-kernel transpose is not built). */
+ * or kBlockN rows; V either row-major [batch, seqlen_k, heads_kv, head_dim] as K (kTransposeV:
+ * the kernel transposes it) or, with p->fp8_v_transposed, Vᵀ [batch, heads_kv, head_dim,
+ * seqlen_k] as the map {seqlen_k, head_dim, heads_kv, batch} in boxes of 32 keys (32B swizzle)
+ * × head_dim rows; O bf16 as stage 08's. false (reason printed) when a map cannot be encoded
+ * (a stride not a multiple of 16 bytes: Vᵀ's row stride is seqlen_k bytes), the descales are
+ * missing or their blocks are not Cfg's tiles, or V's layout is not Cfg's. */
 template <class Cfg>
 bool make_fp8_params(FwdParams *p, const fx_fwd_args *a)
 {
     const fx_problem *pr = a->p;
     const int d = pr->head_dim;
     if (!a->q_descale || !a->k_descale || !a->v_descale || a->fp8_block_m != Cfg::kBlockM ||
-        a->fp8_block_n != Cfg::kBlockN || !pr->fp8_v_transposed) {
-        fx_error("e4m3 forward: needs descales in blocks of %d × %d rows (got %d × %d) and V "
-                 "transposed (--fp8-vt)",
-                 Cfg::kBlockM, Cfg::kBlockN, a->fp8_block_m, a->fp8_block_n);
+        a->fp8_block_n != Cfg::kBlockN || pr->fp8_v_transposed == Cfg::kTransposeV) {
+        fx_error("e4m3 forward: needs descales in blocks of %d × %d rows (got %d × %d) and V %s",
+                 Cfg::kBlockM, Cfg::kBlockN, a->fp8_block_m, a->fp8_block_n,
+                 Cfg::kTransposeV ? "row-major" : "transposed (--fp8-vt)");
         return false;
     }
     fx_tma_tiled tq = fx_tma_tiled_qkv(a->q, FX_E4M3, a->q_layout, pr->batch, pr->seqlen_q,
@@ -980,40 +1221,18 @@ bool make_fp8_params(FwdParams *p, const fx_fwd_args *a)
                                        pr->heads_kv, d, Cfg::kBlockN, kSlabCols);
     tq.swizzle = tk.swizzle = FX_TMA_SWIZZLE_64B;
     fx_tma_tiled tv = {};
-    tv.dtype = FX_E4M3;
-    tv.rank = 4;
-    tv.global_address = a->v;
-    tv.global_dim[0] = (uint64_t)pr->seqlen_k;
-    tv.global_dim[1] = (uint64_t)d;
-    tv.global_dim[2] = (uint64_t)pr->heads_kv;
-    tv.global_dim[3] = (uint64_t)pr->batch;
-    tv.global_stride_bytes[0] = (uint64_t)pr->seqlen_k;  // from head_dim row d to d + 1
-    tv.global_stride_bytes[1] = (uint64_t)pr->seqlen_k * d;
-    tv.global_stride_bytes[2] = (uint64_t)pr->seqlen_k * d * pr->heads_kv;
-    tv.box_dim[0] = kVtSlabKeys;
-    tv.box_dim[1] = (uint32_t)d;
-    tv.box_dim[2] = 1;
-    tv.box_dim[3] = 1;
-    tv.swizzle = FX_TMA_SWIZZLE_32B;
-    tv.l2_promotion = FX_TMA_L2_256B;
+    if (Cfg::kTransposeV)
+        tv = v_row_major_map<Cfg>(a->v, a->v_layout, pr->batch, pr->seqlen_k, pr->heads_kv);
+    else
+        tv = vt_map<Cfg>(a->v, pr->batch, pr->seqlen_k, pr->seqlen_k, pr->heads_kv);
     const fx_tma_tiled to = fx_tma_tiled_qkv(a->o, FX_BF16, a->o_layout, pr->batch, pr->seqlen_q,
                                              pr->heads_q, d, kWgmmaM, kSlabCols);
     if (!encode(&p->tma_q, &tq, "Q") || !encode(&p->tma_k, &tk, "K") ||
-        !encode(&p->tma_v, &tv, "V (transposed)") || !encode(&p->tma_o, &to, "O"))
+        !encode(&p->tma_v, &tv, Cfg::kTransposeV ? "V" : "V (transposed)") ||
+        !encode(&p->tma_o, &to, "O"))
         return false;
-    p->o = a->o;
-    p->lse = a->lse;
-    p->o_batch_stride = a->o_layout.batch_stride;
-    p->o_head_stride = a->o_layout.head_stride;
-    p->o_row_stride = (int)a->o_layout.row_stride;
-    p->seqlen_q = pr->seqlen_q;
-    p->seqlen_k = pr->seqlen_k;
-    p->heads_q = pr->heads_q;
-    p->q_per_kv = pr->heads_q / pr->heads_kv;
-    p->softmax_scale = (float)pr->softmax_scale;
-    p->scale_log2 = (float)(pr->softmax_scale * M_LOG2E);
+    fill_fwd_scalars(p, a);
     p->head_dim = p->head_dim_v = d;
-    p->causal = pr->causal;
     p->q_descale = a->q_descale;
     p->k_descale = a->k_descale;
     p->v_descale = a->v_descale;
@@ -1037,40 +1256,61 @@ cudaError_t dispatch_mask(const fx_fwd_args *a)
     return a->p->causal ? launch<Cfg, true>(a) : launch<Cfg, false>(a);
 }
 
+/* head_dim picks the tile, V's layout the kernel: row-major V (the default) transposed in
+ * the kernel, or Vᵀ as given (--fp8-vt). */
+template <bool kTransposeV>
+cudaError_t dispatch_head_dim(const fx_fwd_args *a)
+{
+    switch (a->p->head_dim) {
+    case 64: return dispatch_mask<ConfigD64<kTransposeV>>(a);
+    case 128: return dispatch_mask<ConfigD128<kTransposeV>>(a);
+    case 256: return dispatch_mask<ConfigD256<kTransposeV>>(a);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
 }  // namespace
 
 /* The stage's entry points (stage.c). The forward of fx_stage.h for dtype e4m3 (fx_fwd_args'
- * e4m3 fields set): cudaErrorInvalidValue for another dtype or head_dim, or arguments that
- * make_fp8_params refuses; cudaErrorMisalignedAddress for an O that o_aligned refuses. */
+ * e4m3 fields set; V row-major, or transposed when a->p->fp8_v_transposed):
+ * cudaErrorInvalidValue for another dtype or head_dim, or arguments that make_fp8_params
+ * refuses; cudaErrorMisalignedAddress for an O that o_aligned refuses. */
 extern "C" cudaError_t FX_ENTRY(fwd)(const fx_fwd_args *a)
 {
     if (a->p->dtype != FX_E4M3)
         return cudaErrorInvalidValue;
     if (!o_aligned(a->o, &a->o_layout))
         return cudaErrorMisalignedAddress;
-    switch (a->p->head_dim) {
-    case 64: return dispatch_mask<ConfigD64>(a);
-    case 128: return dispatch_mask<ConfigD128>(a);
-    case 256: return dispatch_mask<ConfigD256>(a);
-    default: return cudaErrorInvalidValue;
-    }
+    return a->p->fp8_v_transposed ? dispatch_head_dim<false>(a) : dispatch_head_dim<true>(a);
 }
 
-/* Dynamic shared memory one CTA needs at head_dim (0: not built). */
-extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim)
+/* Dynamic shared memory one CTA needs at head_dim (0: not built), with V given transposed or
+ * row-major (which adds kStages raw V tiles). */
+extern "C" size_t FX_ENTRY(fwd_smem_bytes)(int head_dim, bool v_transposed)
 {
-    return smem_bytes_for(head_dim, kSmemBytes<ConfigD64>, kSmemBytes<ConfigD128>,
-                          kSmemBytes<ConfigD256>);
+    return v_transposed
+               ? smem_bytes_for(head_dim, kSmemBytes<ConfigD64<false>>,
+                                kSmemBytes<ConfigD128<false>>, kSmemBytes<ConfigD256<false>>)
+               : smem_bytes_for(head_dim, kSmemBytes<ConfigD64<true>>, kSmemBytes<ConfigD128<true>>,
+                                kSmemBytes<ConfigD256<true>>);
 }
 
 /* The kernel's tile at head_dim, kBlockM × kBlockN ({0, 0}: not built): the blocks that
- * per-block quantization must use (the descriptor's fp8_tiles). */
+ * per-block quantization must use (the descriptor's fp8_tiles). Both V layouts share it. */
 extern "C" fx_fp8_tiles FX_ENTRY(fwd_tiles)(int head_dim)
 {
+    static_assert(ConfigD64<true>::kBlockN == ConfigD64<false>::kBlockN &&
+                      ConfigD128<true>::kBlockN == ConfigD128<false>::kBlockN &&
+                      ConfigD256<true>::kBlockN == ConfigD256<false>::kBlockN,
+                  "one tile per head_dim, whatever V's layout: the descales' blocks");
     switch (head_dim) {
-    case 64: return fx_fp8_tiles{ConfigD64::kBlockM, ConfigD64::kBlockN};
-    case 128: return fx_fp8_tiles{ConfigD128::kBlockM, ConfigD128::kBlockN};
-    case 256: return fx_fp8_tiles{ConfigD256::kBlockM, ConfigD256::kBlockN};
+    case 64: return fx_fp8_tiles{ConfigD64<true>::kBlockM, ConfigD64<true>::kBlockN};
+    case 128: return fx_fp8_tiles{ConfigD128<true>::kBlockM, ConfigD128<true>::kBlockN};
+    case 256: return fx_fp8_tiles{ConfigD256<true>::kBlockM, ConfigD256<true>::kBlockN};
     default: return fx_fp8_tiles{0, 0};
     }
 }
+
+/* The stage's --self-test of the V transpose (its own file, so that this one reads as the
+ * kernel): FX_ENTRY(self_test), on the device functions and plan above. */
+#include "self_test.cuh"

@@ -135,6 +135,20 @@ START_TEST(the_fp8_recipe_is_set_by_its_options)
 }
 END_TEST
 
+/* --self-test runs a stage's own test of one device part (stage 10: the V transpose) and
+ * nothing else: it takes no mode beside it. */
+START_TEST(self_test_runs_alone)
+{
+    parsed r = parse("--self-test");
+    ck_assert_msg(r.rc == 0, "%s", r.why);
+    ck_assert(r.o.self_test && !r.o.check);
+    assert_refused("--self-test --check", "--self-test", "--check");
+    assert_refused("--self-test --bench", "--self-test", "--bench");
+    assert_refused("--self-test --matrix", "--self-test", "--matrix");
+    assert_refused("--self-test --repeat 2", "--self-test", "--repeat");
+}
+END_TEST
+
 START_TEST(a_malformed_number_is_refused)
 {
     assert_refused("--batch 4x", "4x", NULL);
@@ -525,6 +539,7 @@ static Suite *options_suite(void)
     tcase_add_test(accept, help_is_accepted);
     tcase_add_test(accept, a_seed_is_decimal_or_0x_hex_never_octal);
     tcase_add_test(accept, the_fp8_recipe_is_set_by_its_options);
+    tcase_add_test(accept, self_test_runs_alone);
     suite_add_tcase(s, accept);
 
     TCase *table = tcase_create("table");
