@@ -25,11 +25,12 @@
 # lists what it takes) runs in the first dtype it lists instead, and the table says so;
 # an explicit --dtype goes to every stage as given (those without it refuse, said in the
 # table), with FP8_ARGS added at e4m3. Stage 10 takes e4m3 alone, so the default ladder
-# runs it as --dtype e4m3 plus FP8_ARGS (set in run.sh: --fp8-vt, V given transposed,
-# until the stage's in-kernel V transpose lands); its row is marked
-# [e4m3], its speed-up is over the stage above in bf16, and its "max err vs previous" is
-# against stage 08 in bf16 on the dequantized inputs. Without a GPU, stage 10 has no
-# --cpu (its CPU model runs beside the kernel in every GPU check, and in the unit tests).
+# runs it as --dtype e4m3 plus FP8_ARGS (set in run.sh: none, so V is row-major and the
+# stage transposes it in its kernel; ./run.sh --dtype e4m3 --fp8-vt gives it V
+# transposed); its row is marked [e4m3] and its note says V's layout, its speed-up is
+# over the stage above in bf16, and its "max err vs previous" is against stage 08 in bf16
+# on the dequantized inputs. Without a GPU, stage 10 has no --cpu (its CPU model runs
+# beside the kernel in every GPU check, and in the unit tests).
 # Exit status: 0; 1 when a stage fails its check or its CPU model's, or when there
 # is no GPU and FX_REQUIRE_GPU=1; 2 when every stage refused the options.
 set -euo pipefail
@@ -61,11 +62,12 @@ done
 # shellcheck source=scripts/stage_caps.sh
 source scripts/stage_caps.sh
 
-# What an e4m3 run of the ladder adds to the options: the layout and scaling stage 10
-# needs today. --fp8-vt gives V transposed, which stage 10 requires until its in-kernel
-# V transpose exists; then this becomes FP8_ARGS=() (a stage that still wants it says so,
-# exit 2, naming --fp8-vt).
-FP8_ARGS=(--fp8-vt)
+# What an e4m3 run of the ladder adds to the options: a layout or scaling the e4m3 stages
+# need. None today: stage 10 takes V row-major and transposes it in its kernel, its
+# default (--fp8-vt, V given transposed, is optional: given to run.sh, it goes to the
+# stages as given). A stage that refuses a layout says so (exit 2, naming the option),
+# and the table shows it.
+FP8_ARGS=()
 
 # The dtype asked for: the last --dtype given, else the stage programs' default, bf16.
 asked_dtype=bf16 dtype_given=0
@@ -100,7 +102,14 @@ stage_dtype() {
         for a in ${FP8_ARGS[@]+"${FP8_ARGS[@]}"}; do
             [[ " ${stage_args[*]} " == *" $a "* ]] || stage_args+=("$a")
         done
-        [[ -z $dtype_note ]] || dtype_note+=", with ${FP8_ARGS[*]:-no layout option}"
+        if [[ -n $dtype_note ]]; then
+            # V's layout as given: stage 10 transposes a row-major V in its kernel.
+            if [[ " ${stage_args[*]} " == *" --fp8-vt "* ]]; then
+                dtype_note+=", V given transposed (--fp8-vt)"
+            else
+                dtype_note+=", V row-major (transposed in the kernel)"
+            fi
+        fi
     fi
 }
 

@@ -388,7 +388,9 @@ expect "compare.sh --against without a tag: said" \
     has "$T/c4.out" '^compare.sh: --against needs a tag$'
 
 # e4m3 (issue 13): stage 10 in e4m3 with --stage-args beside stage 09 in bf16 (--beside),
-# the FA3 peer in both; a stage that does not take the dtype is said once, not run.
+# the FA3 peer in both; a stage that does not take the dtype is said once, not run. The
+# stand-in of stage 10 here takes V transposed only (FAKE_NEEDS_VT; the real stage takes
+# both layouts), so that a stage refusing a layout is tested: said once, every run refused.
 mkdir -p "$T/e8/bin"
 mk "$T/e8" 09_persistent FAKE_DTYPES=bf16/fp16 FAKE_RATE=560
 mk "$T/e8" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1 FAKE_RATE=900
@@ -404,8 +406,9 @@ for bad_opt in "--dtype e5m2" "--stage-args --causal" "--stage-args --dtype=bf16
     expect "sweep.sh e4m3 ${bad_opt:0:40}: its own message" has "$T/e8.out" '^sweep.sh: '
 done
 run_to "$T/e8.out" "${E8[@]}" --out "$T/out/e8novt.csv" && rc=0 || rc=$?
-expect "sweep.sh e4m3 without --fp8-vt: every stage run refused, exit 2" rc_is "$rc" 2
-expect "sweep.sh e4m3 without --fp8-vt: the refusal said once, naming --fp8-vt" \
+expect "sweep.sh e4m3, a stage refusing a row-major V: every run refused, exit 2" \
+    rc_is "$rc" 2
+expect "sweep.sh e4m3, a stage refusing a row-major V: said once, naming --fp8-vt" \
     test "$(grep -c '10_fp8 refused .*give --fp8-vt' "$T/e8.out")" -eq 1
 run_to "$T/e8.out" "${E8[@]}" --stage-args "--fp8-vt --fp8-scaling per-head" \
     --beside bf16:09_persistent,fa3 --out "$T/out/e8.csv" && rc=0 || rc=$?
@@ -457,6 +460,18 @@ expect "compare.sh --versus an absent runner: exit 1, the runners named" \
     has "$T/c7.out" 'shares a point with nosuch (runners: 10_fp8, 09_persistent@bf16'
 run_to "$T/c8.out" bench/compare.sh "$T/out/e8.csv" bf16 --versus fa3 && rc=0 || rc=$?
 expect "compare.sh TAG --versus: exit 2" rc_is "$rc" 2
+# Stage 10 as it is: V row-major by default (transposed in its kernel), no --fp8-vt; the
+# .meta then has no note of a transpose left outside the time.
+mkdir -p "$T/e8r/bin"
+mk "$T/e8r" 10_fp8 FAKE_DTYPES=e4m3 FAKE_RATE=900
+run_to "$T/e8r.out" bench/sweep.sh --build "$T/e8r" --dtype e4m3 --stages 10_fp8 \
+    --seqlens 2k --head-dims 128 --repeats 1 --iters 2 --warmup 0 --no-peers \
+    --stage-args "--fp8-scaling per-head" --out "$T/out/e8r.csv" && rc=0 || rc=$?
+expect "sweep.sh e4m3, V row-major (no --fp8-vt): exit 0" rc_is "$rc" 0
+expect "sweep.sh e4m3, V row-major: 2 rows of 10_fp8 (causal and not)" \
+    test "$(grep -c '^10_fp8,fwd,.*,e4m3,' "$T/out/e8r.csv")" -eq 2
+expect "sweep.sh e4m3, V row-major: no note of V transposed outside the time" \
+    hasnt "$T/out/e8r.meta" '^note=e4m3 with --fp8-vt'
 
 # bounds.sh: marked rows left out unless --tagged; columns aligned.
 run_to "$T/b.out" bench/bounds.sh "$T/out/s.csv" || true
@@ -611,25 +626,40 @@ expect "run.sh without a GPU, --bwd: no stage refused for it" \
     hasnt "$T/r3.out" 'there is no backward'
 
 # run.sh and a stage of e4m3 alone (stage 10): the ladder runs it in e4m3 with FP8_ARGS
-# (--fp8-vt), its row marked and explained; without a GPU, its missing --cpu said as such.
-mkdir -p "$T/r8/bin" "$T/r8cpu/bin"
+# (none: V row-major, which stage 10 transposes in its kernel), its row marked and
+# explained; --fp8-vt given to run.sh reaches it; a stage that refuses the row-major V
+# (a stand-in, FAKE_NEEDS_VT) is refused, said in the table; without a GPU, its missing
+# --cpu said as such.
+mkdir -p "$T/r8/bin" "$T/r8vt/bin" "$T/r8cpu/bin"
 mk "$T/r8" 09_persistent FAKE_DTYPES=bf16/fp16
-mk "$T/r8" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1
+mk "$T/r8" 10_fp8 FAKE_DTYPES=e4m3
 run_to "$T/r8.out" "$T/tree/run.sh" --bin-dir "$T/r8/bin" --seqlen 1024 && rc=0 || rc=$?
 expect "run.sh with stage 10: exit 0" rc_is "$rc" 0
 expect "run.sh with stage 10: its row marked e4m3" has "$T/r8.out" '^10_fp8 \[e4m3\]  *fwd '
-expect "run.sh with stage 10: why it ran e4m3, with --fp8-vt" \
-    has "$T/r8.out" '^10_fp8  *ran e4m3, not bf16 (its --help: dtype: e4m3), with --fp8-vt'
+expect "run.sh with stage 10: why it ran e4m3, V row-major" \
+    has "$T/r8.out" \
+    '^10_fp8  *ran e4m3, not bf16 (its --help: dtype: e4m3), V row-major (transposed in the'
+expect "run.sh with stage 10: no --fp8-vt added" hasnt "$T/r8.out" 'fp8-vt'
 expect "run.sh with stage 10: what its previous-stage column compares" \
     has "$T/r8.out" 'max err vs previous compares it with the stage named there, run in bf16'
 expect "run.sh with stage 10: not refused for bf16" hasnt "$T/r8.out" 'dtype bf16 is not supported'
 run_to "$T/r8b.out" "$T/tree/run.sh" --bin-dir "$T/r8/bin" --dtype e4m3 --seqlen 1024 || true
-expect "run.sh --dtype e4m3: stage 10 gets --fp8-vt (not refused), its row unmarked" \
+expect "run.sh --dtype e4m3: stage 10 runs (not refused), its row unmarked" \
     has "$T/r8b.out" '^10_fp8  *fwd '
 expect "run.sh --dtype e4m3: a stage without e4m3 refuses, said in the table" \
     has "$T/r8b.out" '^09_persistent  *no row: exit 2 .*dtype e4m3 is not supported'
+mk "$T/r8vt" 09_persistent FAKE_DTYPES=bf16/fp16
+mk "$T/r8vt" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1
+run_to "$T/r8v.out" "$T/tree/run.sh" --bin-dir "$T/r8vt/bin" --seqlen 1024 && rc=0 || rc=$?
+expect "run.sh, a stage that refuses a row-major V: exit 0 (another stage ran)" rc_is "$rc" 0
+expect "run.sh, a stage that refuses a row-major V: said in the table, naming --fp8-vt" \
+    has "$T/r8v.out" '^10_fp8  *no row: exit 2 .*give --fp8-vt'
+run_to "$T/r8v.out" "$T/tree/run.sh" --bin-dir "$T/r8vt/bin" --dtype e4m3 --fp8-vt \
+    --seqlen 1024 && rc=0 || rc=$?
+expect "run.sh --dtype e4m3 --fp8-vt: the option reaches the stage, exit 0" rc_is "$rc" 0
+expect "run.sh --dtype e4m3 --fp8-vt: its row" has "$T/r8v.out" '^10_fp8  *fwd '
 mk "$T/r8cpu" 03_flash2 FAKE_NOGPU=1 FAKE_DTYPES=bf16/fp16
-mk "$T/r8cpu" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NEEDS_VT=1 FAKE_NOGPU=1
+mk "$T/r8cpu" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NOGPU=1
 run_to "$T/r8c.out" "$T/tree/run.sh" --bin-dir "$T/r8cpu/bin" && rc=0 || rc=$?
 expect "run.sh without a GPU, stage 10: exit 0" rc_is "$rc" 0
 expect "run.sh without a GPU: stage 10 has no --cpu at e4m3, said where its model runs" \

@@ -120,9 +120,11 @@
 #                     K's layout, bf16 O); the SDPA backends have no e4m3 path (one line).
 #   --stage-args ARGS extra arguments for every stage run in the sweep's --dtype, one
 #                     string split at blanks (no quoting inside), e.g. for stage 10:
-#                     --stage-args "--fp8-vt --fp8-scaling per-head". Recorded in the .meta
-#                     (stage_args=); the CSV has no column for them (its columns are the
-#                     stage programs', FX_CSV_HEADER), so one sweep has one set. The options
+#                     --stage-args "--fp8-scaling per-head" (V row-major, transposed in
+#                     its kernel) or "--fp8-vt --fp8-scaling per-head" (V given
+#                     transposed). Recorded in the .meta (stage_args=); the CSV has no
+#                     column for them (its columns are the stage programs',
+#                     FX_CSV_HEADER), so one sweep has one set. The options
 #                     the sweep sets itself (sizes, --dtype, --causal, the modes, --csv,
 #                     --iters, --warmup, --spin-us) are refused here.
 #   --beside DTYPE:LIST  also run these stages (and fa3, if named) in DTYPE at every point,
@@ -137,8 +139,9 @@
 # launches for one forward), after the flush and the spin. A stage program draws and
 # prepares its inputs once, before its timed calls: at e4m3 that is the host's fp32 draw,
 # the quantization to e4m3 with its descales (common/fx_fp8_case.c, fx_fp8_prepare), V's
-# transpose with --fp8-vt and the copies to the device, all outside the interval. So with
-# --fp8-vt stage 10 is timed without the V transpose that FA3 does inside its kernel (its
+# transpose with --fp8-vt and the copies to the device, all outside the interval. Without
+# --fp8-vt stage 10 transposes a row-major V in its kernel, inside the time, as FA3 does;
+# with --fp8-vt it is timed without the V transpose that FA3 does inside its kernel (its
 # fp8 forward takes V in K's layout): a note in the .meta says so.
 #
 # Writes the CSV (FX_CSV_HEADER's columns, common/; the peers' rows in the same columns

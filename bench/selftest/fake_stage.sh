@@ -22,8 +22,10 @@
 #   FAKE_DTYPES=L     its --help's "dtype:" line (e.g. e4m3, as stage 10's; bf16/fp16);
 #                     any other --dtype is refused (exit 2) as the harness refuses it. Unset:
 #                     no dtype line, every dtype taken (a build before the line existed)
-#   FAKE_NEEDS_VT=1   e4m3 refused without --fp8-vt (exit 2), as stage 10 refuses a V in
-#                     K's layout today; --cpu with e4m3 is refused as the harness refuses it
+#   FAKE_NEEDS_VT=1   e4m3 refused without --fp8-vt (exit 2): a stage that takes V
+#                     transposed only, as stage 10 did before its in-kernel transpose (it
+#                     takes both layouts now), to test how a refused layout is reported.
+#                     (--cpu with e4m3 is refused in any case, as the harness refuses it.)
 set -euo pipefail
 id=${FAKE_ID:-${0##*/stage_}}
 header="stage,direction,device,sm_count,sm_clock_mhz,commit,date,batch,seqlen_q,seqlen_k,"
@@ -90,7 +92,7 @@ if [[ -n ${FAKE_DTYPES:-} && /$FAKE_DTYPES/ != */$dtype/* ]]; then
     exit 2
 fi
 if [[ -n ${FAKE_NEEDS_VT:-} && $dtype == e4m3 ]] && ((!vt)); then
-    echo "stage_$id: V in K's layout needs the in-kernel transpose, which is not built yet:" \
+    echo "stage_$id: V in K's layout is not taken by this stand-in:" \
         "give --fp8-vt (V transposed)" >&2
     exit 2
 fi

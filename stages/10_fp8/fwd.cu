@@ -6,8 +6,9 @@
  * running max is kept in scaled log2 units, the V descale rides on the O rescale), the max
  * offset 8 so that P fills e4m3's range (P = 2^(S·c − (R − 8)) ≤ 256 < 448), P converted to
  * e4m3 in registers, and O stored in bf16. 8-bit wgmma reads K-major operands only, so V
- * must come as Vᵀ (keys contiguous): this version takes V already transposed in global
- * memory (--fp8-vt), and P's registers are rearranged to the k order that Vᵀ has (gemms
+ * must come as Vᵀ (keys contiguous): a row-major V (the default) is transposed in shared
+ * memory by the producer warpgroup (transpose_v below), or V comes already transposed in
+ * global memory (--fp8-vt); P's registers are rearranged to the k order that Vᵀ has (gemms
  * below: the derivation). Built on stage 08 rather than 09: 08 is one CTA per tile, so
  * `scripts/stage_diff.sh 08 10` shows FP8 alone, without the persistent scheduler.
  *

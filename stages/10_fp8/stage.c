@@ -53,12 +53,11 @@ const fx_stage FX_STAGE_DESCRIPTOR = {
             .deterministic_backward = false,
             .min_sm = 90,
             .sm90a_only = true,
-            .limits = "V row-major, or given transposed (--fp8-vt) with seqlen_k a multiple "
-                      "of 16; heads_q and batch at most 65535 (grid); O bf16; e4m3 inputs are "
-                      "quantized with "
-                      "descale amax/448, so none saturates (cvt.rn.satfinite would clamp at "
-                      "448); logits of |S·scale·log2 e| >= 2^24 are outside its range (no exact "
-                      "path)",
+            .limits = "V row-major (transposed in the kernel) or given transposed "
+                      "(--fp8-vt, then seqlen_k a multiple of 16); heads_q and batch at most "
+                      "65535 (grid); O bf16; e4m3 inputs are quantized with descale amax/448, "
+                      "so none saturates (cvt.rn.satfinite would clamp at 448); logits of "
+                      "|S·scale·log2 e| >= 2^24 are outside its range (no exact path)",
         },
     .check_problem = check_problem,
     .forward = FX_ENTRY(fwd),
