@@ -628,8 +628,8 @@ expect "run.sh without a GPU, --bwd: no stage refused for it" \
 # run.sh and a stage of e4m3 alone (stage 10): the ladder runs it in e4m3 with FP8_ARGS
 # (none: V row-major, which stage 10 transposes in its kernel), its row marked and
 # explained; --fp8-vt given to run.sh reaches it; a stage that refuses the row-major V
-# (a stand-in, FAKE_NEEDS_VT) is refused, said in the table; without a GPU, its missing
-# --cpu said as such.
+# (a stand-in, FAKE_NEEDS_VT) is refused, said in the table; without a GPU, its CPU model
+# runs (--cpu in e4m3), a row of the table.
 mkdir -p "$T/r8/bin" "$T/r8vt/bin" "$T/r8cpu/bin"
 mk "$T/r8" 09_persistent FAKE_DTYPES=bf16/fp16
 mk "$T/r8" 10_fp8 FAKE_DTYPES=e4m3
@@ -662,8 +662,10 @@ mk "$T/r8cpu" 03_flash2 FAKE_NOGPU=1 FAKE_DTYPES=bf16/fp16
 mk "$T/r8cpu" 10_fp8 FAKE_DTYPES=e4m3 FAKE_NOGPU=1
 run_to "$T/r8c.out" "$T/tree/run.sh" --bin-dir "$T/r8cpu/bin" && rc=0 || rc=$?
 expect "run.sh without a GPU, stage 10: exit 0" rc_is "$rc" 0
-expect "run.sh without a GPU: stage 10 has no --cpu at e4m3, said where its model runs" \
-    has "$T/r8c.out" '^  10_fp8  *built, no --cpu at e4m3: its CPU model .*fp8_table3'
+expect "run.sh without a GPU: stage 10's CPU model runs, in e4m3" \
+    has "$T/r8c.out" '^10_fp8 cpu model fwd: (stand-in) dtype e4m3$'
+expect "run.sh without a GPU: stage 10's CPU model in the table" \
+    has "$T/r8c.out" '^  10_fp8  *CPU model: pass'
 
 # ---------------------------------------------------------------------------------------
 # gen_readme_results.sh on a README of its own.

@@ -52,8 +52,8 @@ cudaError_t fx_bench_forward(const fx_ctx *c, const fx_problem *p, fx_run *r,
                              const fx_case_result *res, bool *csv_ok);
 
 /* Runs p through c->self's CPU model (--cpu; no GPU) and checks it against the fp64
- * reference. Returns 0 pass, 1 fail, 2 when the stage has no CPU model or p is e4m3 (its
- * model runs inside the GPU case, fx_fp8_case.h). */
+ * reference; e4m3 through stage 10's model (fx_run_fp8_cpu_case, fx_fp8_case.h). Returns 0
+ * pass, 1 fail, 2 when the stage has no CPU model or an option its model does not take. */
 int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p);
 
 #ifdef __cplusplus

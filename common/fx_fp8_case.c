@@ -71,6 +71,45 @@ static float *draw_f32(const fx_problem *p, fx_tensor_id id, size_t n)
     return x;
 }
 
+/* One case's inputs on the host: Q, K, V drawn in fp32 and their e4m3 codes and descales by
+ * p's recipe (fp8_scaling, fp8_hadamard with the seed's signs) in c->self's tiles. What the GPU
+ * case hands the kernel and --cpu hands the model: the same numbers for the same problem. */
+typedef struct fp8_host {
+    float *q, *k, *v;
+    fx_fp8_inputs in;
+} fp8_host;
+
+static void host_make(const fx_ctx *c, const fx_problem *p, fp8_host *h)
+{
+    h->q = draw_f32(p, FX_T_Q, fx_numel_q(p));
+    h->k = draw_f32(p, FX_T_K, fx_numel_kv(p));
+    h->v = draw_f32(p, FX_T_V, fx_numel_kv(p));
+    const fx_fp8_recipe recipe = {.scaling = p->fp8_scaling,
+                                  .incoherent = p->fp8_hadamard,
+                                  .sign_seed = p->seed,
+                                  .tiles = c->self->fp8_tiles(p->head_dim)};
+    fx_fp8_prepare(p, h->q, h->k, h->v, recipe, &h->in);
+}
+
+static void host_free(fp8_host *h)
+{
+    fx_fp8_inputs_free(&h->in);
+    free(h->q);
+    free(h->k);
+    free(h->v);
+    memset(h, 0, sizeof *h);
+}
+
+/* The options e4m3 does not take, and a stage without fp8 tiles: a usage error (fx_error). */
+static bool refused(const fx_ctx *c)
+{
+    if (c->opt.backward || c->opt.save || c->opt.load || !c->self->fp8_tiles) {
+        fx_error("e4m3 has no backward, --save or --load, and needs a stage with fp8 tiles");
+        return true;
+    }
+    return false;
+}
+
 /* V's codes [batch, seqlen_k, heads_kv, head_dim] as Vᵀ [batch, heads_kv, head_dim,
  * seqlen_k]: what --fp8-vt hands the kernel. */
 static uint8_t *transpose_v(const fx_problem *p, const uint8_t *v)
@@ -476,22 +515,16 @@ static cudaError_t repeat_check(const fx_problem *p, fp8_device *d, const float 
 int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res)
 {
     char line[512];
-    if (c->opt.backward || c->opt.save || c->opt.load || !c->self->fp8_tiles) {
-        fx_error("e4m3 has no backward, --save or --load, and needs a stage with fp8 tiles");
+    if (refused(c))
         return FX_EXIT_USAGE;
-    }
     fx_problem_format(p, line, sizeof line);
     if (verbose)
         printf("%s fwd: %s\n", c->self->id, line);
-    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
-    float *q = draw_f32(p, FX_T_Q, nq), *k = draw_f32(p, FX_T_K, nkv),
-          *v = draw_f32(p, FX_T_V, nkv);
-    const fx_fp8_recipe recipe = {.scaling = p->fp8_scaling,
-                                  .incoherent = p->fp8_hadamard,
-                                  .sign_seed = p->seed,
-                                  .tiles = c->self->fp8_tiles(p->head_dim)};
-    fx_fp8_inputs in;
-    fx_fp8_prepare(p, q, k, v, recipe, &in);
+    const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p);
+    fp8_host h;
+    host_make(c, p, &h);
+    const float *q = h.q, *k = h.k, *v = h.v;
+    const fx_fp8_inputs in = h.in;
     fp8_device d;
     float *o_h = fx_xmalloc(nq * sizeof(float)), *lse_h = fx_xmalloc(nl * sizeof(float));
     int rc = FX_EXIT_FAIL;
@@ -519,10 +552,7 @@ int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_
         printf("  %s\n", pass ? "PASS" : "FAIL");
 out:
     device_free(&d);
-    fx_fp8_inputs_free(&in);
-    free(q);
-    free(k);
-    free(v);
+    host_free(&h);
     free(o_h);
     free(lse_h);
     err = cudaGetLastError();
@@ -531,4 +561,162 @@ out:
         rc = FX_EXIT_FAIL;
     }
     return rc;
+}
+
+/* ---- --cpu: the CPU model alone ------------------------------------------------------ */
+
+/* The descale of row `row` of head h, batch b in t (fx_fp8.h's [batch, heads, n_blocks]). */
+static float descale_at(const fx_fp8_tensor *t, int b, int row, int h)
+{
+    const int blocks = fx_fp8_tensor_blocks(t);
+    return t->descale[((size_t)b * t->heads + h) * blocks + row / t->block_rows];
+}
+
+/* The emulation of the pass rule for --cpu: standard attention in e4m3, the baseline that
+ * fx_emu_forward_rows builds for the 16-bit dtypes (FlashAttention's tests' way), on the
+ * same codes and descales: S = Q8·K8ᵀ summed as Hopper's e4m3 wgmma sums it
+ * (fx_fp8_dot_model with fx_fp8_acc_hopper: that baseline runs on the same tensor cores)
+ * times softmax_scale·δQ·δK in fp32; the softmax in fp32; the normalized P rounded to e4m3
+ * with FA3's range use (2^8·P, P <= 1 so nothing saturates; the power of two undone after
+ * the sum); O = Σ P8·V in fp32 on the dequantized V (vd), rounded to bf16; LSE fp32. Every
+ * row of the chosen slices: e_o [n·seqlen_q, head_dim], e_l [n·seqlen_q]. */
+static void emulate_slices(const fx_problem *p, const fp8_slices *s, const fx_fp8_inputs *in,
+                           const float *vd, float *e_o, float *e_l)
+{
+    const int sq = p->seqlen_q, d = p->head_dim;
+    const float scale = (float)p->softmax_scale, up = 0x1p8f;
+    const fx_layout lq = fx_layout_q(p), lkv = fx_layout_kv(p);
+    const fx_fp8_acc_params *acc_prm = fx_fp8_acc_hopper();
+    float e4m3[256]; /* every code's value */
+    for (int code = 0; code < 256; ++code)
+        e4m3[code] = fx_e4m3_to_float((uint8_t)code);
+#pragma omp parallel for schedule(dynamic, 4)
+    for (long long t = 0; t < (long long)s->n * sq; ++t) {
+        const int i = (int)(t / sq), r = (int)(t % sq), b = s->b[i], h = s->h[i];
+        const int hk = h / (p->heads_q / p->heads_kv), n_keys = fx_keys_seen(p, r);
+        float *o = e_o + (size_t)t * d;
+        if (n_keys == 0) {
+            for (int col = 0; col < d; ++col)
+                o[col] = 0.0f;
+            e_l[t] = -INFINITY;
+            continue;
+        }
+        float *pr = fx_xmalloc(((size_t)n_keys + 3 * (size_t)d) * sizeof(float));
+        float *acc = pr + n_keys, *q8 = acc + d, *k8 = q8 + d;
+        const uint8_t *q_codes = in->q.codes + fx_offset(lq, b, r, h, 0);
+        for (int col = 0; col < d; ++col)
+            q8[col] = e4m3[q_codes[col]];
+        const float q_scale = scale * descale_at(&in->q, b, r, h);
+        float m = -INFINITY, l = 0.0f;
+        for (int j = 0; j < n_keys; ++j) {
+            const uint8_t *k_codes = in->k.codes + fx_offset(lkv, b, j, hk, 0);
+            for (int col = 0; col < d; ++col)
+                k8[col] = e4m3[k_codes[col]];
+            pr[j] = fx_fp8_dot_model(q8, k8, d, 0.0f, acc_prm) *
+                    (q_scale * descale_at(&in->k, b, j, hk));
+            m = fmaxf(m, pr[j]);
+        }
+        for (int j = 0; j < n_keys; ++j) {
+            pr[j] = expf(pr[j] - m);
+            l += pr[j];
+        }
+        for (int col = 0; col < d; ++col)
+            acc[col] = 0.0f;
+        for (int j = 0; j < n_keys; ++j) {
+            const float p8 = fx_e4m3_round(up * (pr[j] / l));
+            const float *v_row = vd + fx_offset(lkv, b, j, hk, 0);
+            for (int col = 0; col < d; ++col)
+                acc[col] += p8 * v_row[col];
+        }
+        for (int col = 0; col < d; ++col)
+            o[col] = fx_round(FX_BF16, acc[col] / up);
+        e_l[t] = m + logf(l);
+        free(pr);
+    }
+}
+
+int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
+{
+    char line[512];
+    if (refused(c))
+        return FX_EXIT_USAGE;
+    fx_problem_format(p, line, sizeof line);
+    printf("%s cpu model fwd: %s\n", c->self->id, line);
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    const int sq = p->seqlen_q, d = p->head_dim;
+    fp8_host h;
+    host_make(c, p, &h);
+    fp8_slices s;
+    choose_slices(p, c->opt.ref_slices, &s);
+    float *qd = fx_xmalloc(nq * sizeof(float)), *kd = fx_xmalloc(nkv * sizeof(float)),
+          *vd = fx_xmalloc(nkv * sizeof(float));
+    fx_fp8_dequantize(&h.in.q, qd);
+    fx_fp8_dequantize(&h.in.k, kd);
+    fx_fp8_dequantize(&h.in.v, vd);
+    const size_t rows = (size_t)s.n * sq;
+    double *dq_o = fx_xmalloc(rows * d * sizeof(double)), *dq_l = fx_xmalloc(rows * sizeof(double));
+    double *f_o = fx_xmalloc(rows * d * sizeof(double)), *f_l = fx_xmalloc(rows * sizeof(double));
+    float *e_o = fx_xmalloc(rows * d * sizeof(float)), *e_l = fx_xmalloc(rows * sizeof(float));
+    reference_slices(p, &s, qd, kd, vd, dq_o, dq_l);
+    reference_slices(p, &s, h.q, h.k, h.v, f_o, f_l);
+    emulate_slices(p, &s, &h.in, vd, e_o, e_l);
+    /* The model writes the chosen slices' rows; the rest stay NaN (every byte 0xff), read
+     * by --digest alone. */
+    float *m_o = fx_xmalloc(nq * sizeof(float)), *m_l = fx_xmalloc(nl * sizeof(float));
+    memset(m_o, 0xff, nq * sizeof(float));
+    memset(m_l, 0xff, nl * sizeof(float));
+    const size_t past = fx_fp8_forward_slices(p, &h.in, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(), s.n,
+                                              s.b, s.h, m_o, m_l);
+    const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, dq_o, dq_l);
+    const fp8_errs md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+    const fp8_errs em_dq = {fx_compare_f64(e_o, dq_o, rows * d), fx_compare_f64(e_l, dq_l, rows)};
+
+    /* The rule of every stage's --cpu (fx_check_forward): the model as the stage, the
+     * emulation as the baseline, against fp64 on the inputs both read. */
+    double o_bound = 0, lse_bound = 0;
+    const bool o_pass = fx_pass(md_dq.o, em_dq.o, FX_BF16, &o_bound);
+    const bool lse_pass = fx_pass_lse(md_dq.lse, em_dq.lse, &lse_bound);
+    const bool pass = o_pass && lse_pass && past == 0;
+    char b[160];
+    printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d; the model "
+           "sums as Hopper's e4m3 wgmma (%s)%s\n",
+           s.n, rows, fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
+           h.in.q.block_rows, h.in.k.block_rows, FX_FP8_ACC_HOPPER_E4M3,
+           p->fp8_v_transposed ? "; --fp8-vt is V's layout for the kernel: the model reads the "
+                                 "same codes"
+                               : "");
+    fx_err_format(md_dq.o, b, sizeof b);
+    printf("  O   vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, o_bound,
+           o_pass ? "PASS" : "FAIL");
+    print_err("    emulation vs the same:", em_dq.o);
+    fx_err_format(md_dq.lse, b, sizeof b);
+    printf("  LSE vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, lse_bound,
+           lse_pass ? "PASS" : "FAIL");
+    print_err("    emulation vs the same:", em_dq.lse);
+    print_err("O   vs fp64 on fp32 inputs:", md_f.o);
+    print_err("LSE vs fp64 on fp32 inputs:", md_f.lse);
+    if (past)
+        printf("  %zu rows past the fast range (|R| >= 2^24), which the model does not "
+               "handle: FAIL\n",
+               past);
+    if (c->opt.digest) {
+        fx_outputs digest = {.o_h = m_o, .lse_h = m_l};
+        fx_print_digest(p, &digest, false);
+    }
+    printf("  %s: the CPU model against fp64 on the dequantized inputs, held to 2x the "
+           "emulation's error (standard attention in e4m3); no kernel ran\n",
+           pass ? "PASS" : "FAIL");
+    free(qd);
+    free(kd);
+    free(vd);
+    free(dq_o);
+    free(dq_l);
+    free(f_o);
+    free(f_l);
+    free(e_o);
+    free(e_l);
+    free(m_o);
+    free(m_l);
+    host_free(&h);
+    return pass ? FX_EXIT_OK : FX_EXIT_FAIL;
 }

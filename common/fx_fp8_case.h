@@ -42,6 +42,19 @@ extern "C" {
  * (--bwd, --save, --load). */
 int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res);
 
+/* --cpu at e4m3: the same inputs (drawn and quantized as above) through the CPU model alone,
+ * summing as Hopper's e4m3 wgmma does (fx_fp8_acc_hopper), on the same slices; no device is
+ * opened. The model is the stage here, as a 16-bit stage's --cpu checks its model
+ * (fx_check_forward): max|model − ref_dq| <= 2·max|emu − ref_dq| + one bf16 ulp at the largest
+ * |ref_dq|, and the LSE by fx_pass_lse, where emu is standard attention in e4m3 on the
+ * dequantized inputs (fp32 S and softmax, the normalized P rounded to e4m3 at 2^8·P, O in
+ * fp32 then bf16: the 16-bit baseline of fx_emu_forward_rows with e4m3's P). The model
+ * against fp64 on the fp32 inputs is reported, not judged. What it does not check: the
+ * kernel (none runs), nor the model against the hardware (tests/gpu/fp8_acc_probe.cu and
+ * every GPU case do). Prints the report; returns 0 pass, 1 fail, 2 an option e4m3 does not
+ * take (--bwd, --save, --load). */
+int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -116,7 +116,10 @@ void fx_caps_describe(const fx_stage *s, char *buf, size_t len)
                 strncat(dtypes, "/", sizeof dtypes - strlen(dtypes) - 1);
             strncat(dtypes, fx_dtype_name((fx_dtype)dt), sizeof dtypes - strlen(dtypes) - 1);
         }
-    const char *cpu = !s->cpu_model            ? "none (--cpu is refused)"
+    /* An e4m3 stage's model is not a cpu_model (its inputs are codes and descales): --cpu
+     * runs it through fx_fp8_case.c. */
+    const char *cpu = s->fp8_tiles             ? "yes (--cpu; forward, e4m3)"
+                      : !s->cpu_model          ? "none (--cpu is refused)"
                       : s->cpu_model->backward ? "yes (--cpu; forward and backward)"
                                                : "yes (--cpu; forward)";
     snprintf(buf, len,

@@ -177,6 +177,11 @@ START_TEST(the_description_lists_every_capability)
     ck_assert_ptr_null(strstr(buf, "fp16"));
     ck_assert_ptr_nonnull(strstr(buf, "sm_80 or newer"));
     ck_assert_ptr_nonnull(strstr(buf, "  CPU model: none (--cpu is refused)\n"));
+    /* An e4m3 stage (fp8 tiles) has --cpu through the fp8 model, without a cpu_model. */
+    fx_stage fp8 = listed;
+    fp8.fp8_tiles = fx_fp8_tiles_for;
+    fx_caps_describe(&fp8, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "  CPU model: yes (--cpu; forward, e4m3)\n"));
     fx_caps_describe(&ranged, buf, sizeof buf);
     ck_assert_ptr_nonnull(strstr(buf, "multiples of 8 up to 128"));
     ck_assert_ptr_nonnull(strstr(buf, "bf16/fp16"));
