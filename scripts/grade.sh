@@ -217,7 +217,9 @@ fi
 # ---- The stage's dtypes (its --help), for every run but --matrix ----------------------------
 stage_dtypes=bf16/fp16
 if ((built && !ptx_only)); then
-    d=$("$bin" --help 2> /dev/null | sed -n 's/^ *dtype: *//p' | head -n 1)
+    d=$("$bin" --help 2> /dev/null || true)
+    d=$(sed -n 's/^ *dtype: *//p' <<< "$d")
+    d=${d%%$'\n'*}  # the first such line
     [[ -n $d ]] && stage_dtypes=$d
 fi
 takes_dtype() { [[ /$stage_dtypes/ == */"$1"/* ]]; }
