@@ -12,7 +12,8 @@
 #                  not DIR's) on DIR's PTX and ptxas report: the taught instructions are
 #                  there, the forbidden ones are not, nothing spills, wgmma not serialized
 #   cpu        --  the stage's CPU model against the fp64 reference, where it has one
-#                  (02, 03); the Hopper stages have none, and this line says so
+#                  (02, 03); the Hopper stages have none, and this line says so (stage 10's
+#                  FP8 model runs only beside its kernel, in the GPU checks)
 #   matrix     30  GPU: DIR's `stage --matrix` (against the previous stage and fp64)
 #   repeat     10  GPU: `--repeat 1000` on three small shapes: outputs bitwise equal (races
 #                  that compute-sanitizer cannot see: TMA writes, wgmma reads)
@@ -22,6 +23,12 @@
 #                  build), timed alternately in the same run on the default problem:
 #                  15 · min(1, ratio / 0.95) of the median TFLOP/s; not timed after a failed
 #                  matrix
+#
+# Every run but --matrix (which draws its own cases from the stage's capabilities) is in a
+# dtype the stage takes, from the "dtype:" line of its --help: where bf16 (the default) is
+# not one of them (stage 10: e4m3 only), the runs name the stage's first dtype, as does a
+# shape that names a dtype the stage lacks; V stays row-major (no --fp8-vt), so stage 10's
+# in-kernel transpose, the assignment, runs in every one of them.
 #
 # A criterion that cannot run here is "not graded" with the reason (no GPU, no reference
 # build, no compute-sanitizer), and the total is given over what was graded. A GPU criterion
@@ -207,16 +214,47 @@ else
     record ptx 0 20 fail "not built"
 fi
 
+# ---- The stage's dtypes (its --help), for every run but --matrix ----------------------------
+stage_dtypes=bf16/fp16
+if ((built && !ptx_only)); then
+    d=$("$bin" --help 2> /dev/null || true)
+    d=$(sed -n 's/^ *dtype: *//p' <<< "$d")
+    d=${d%%$'\n'*}  # the first such line
+    [[ -n $d ]] && stage_dtypes=$d
+fi
+takes_dtype() { [[ /$stage_dtypes/ == */"$1"/* ]]; }
+first_dtype=${stage_dtypes%%/*}
+with_dtype() {  # args... -> stage_args: the args with a --dtype the stage takes
+    local have=0 d
+    stage_args=()
+    while (($#)); do
+        if [[ $1 == --dtype && $# -ge 2 ]]; then
+            d=$2
+            takes_dtype "$d" || d=$first_dtype
+            stage_args+=(--dtype "$d") have=1
+            shift 2
+        else
+            stage_args+=("$1")
+            shift
+        fi
+    done
+    ((have)) || takes_dtype bf16 || stage_args+=(--dtype "$first_dtype")
+}
+
 # ---- cpu --------------------------------------------------------------------------------------
 if ((ptx_only)); then
     record cpu 0 0 not_graded "$scope"
 elif ((built)); then
     log=$logs/cpu.log
     rc=0
-    run_timed 600 "$log" "$bin" --cpu --batch 1 --seqlen 256 --heads 2 --head-dim 64 || rc=$?
+    with_dtype --cpu --batch 1 --seqlen 256 --heads 2 --head-dim 64
+    run_timed 600 "$log" "$bin" "${stage_args[@]}" || rc=$?
     if grep -q "this stage has none" "$log"; then
         record cpu 0 0 n/a \
             "the stage has no CPU model (its algorithm is stage 03's, whose model runs)"
+    elif grep -q -- "--cpu with e4m3" "$log"; then
+        record cpu 0 0 n/a "no CPU run at e4m3: the FP8 model (common/fx_fp8_model.h) runs \
+only beside the kernel, in the GPU checks (matrix); without a GPU nothing checks the answers"
     elif ((rc == 0)); then
         record cpu 0 0 pass \
             "CPU model against fp64: PASS (not scored: the model is not the assignment)"
@@ -287,6 +325,8 @@ else
     bad=""
     for s in "${shapes[@]}"; do
         read -r -d "" -a a <<< "$s" || true  # every line: a shape may take two
+        with_dtype "${a[@]}"
+        a=("${stage_args[@]}")
         echo "=== --repeat 1000 --batch 1 ${a[*]}" >> "$log"
         rc=0
         run_timed "${FX_GRADE_TIMEOUT_REPEAT:-300}" "$log" "$bin" --repeat 1000 --batch 1 \
@@ -314,11 +354,12 @@ else
         for tool in memcheck racecheck synccheck; do
             ok=1
             for d in 64 128; do
-                echo "=== $tool head_dim $d" >> "$log"
+                with_dtype --check --batch 1 --seqlen-q 70 --seqlen-k 90 --heads-q 4 \
+                    --heads-kv 2 --causal --head-dim "$d"
+                echo "=== $tool ${stage_args[*]}" >> "$log"
                 rc=0
                 run_timed "${FX_GRADE_TIMEOUT_SANITIZER:-300}" "$log" "$san" --tool "$tool" \
-                    --error-exitcode 3 "$bin" --check --batch 1 --seqlen-q 70 --seqlen-k 90 \
-                    --heads-q 4 --heads-kv 2 --causal --head-dim "$d" || rc=$?
+                    --error-exitcode 3 "$bin" "${stage_args[@]}" || rc=$?
                 ((rc == 0)) || { ok=0; bad+="${bad:+; }$tool exit $rc at head_dim $d"; }
             done
             ((ok)) && got=$((got + 5))
@@ -343,13 +384,14 @@ else
         csv_s=$logs/speed_student.csv csv_r=$logs/speed_reference.csv
         rm -f "$csv_s" "$csv_r"
         rc_s=0 rc_r=0
+        with_dtype --bench
         for round in 1 2 3; do
-            echo "=== round $round: student" >> "$log"
-            run_timed "${FX_GRADE_TIMEOUT_BENCH:-120}" "$log" "$bin" --bench --csv "$csv_s" ||
-                rc_s=$?
-            echo "=== round $round: reference" >> "$log"
-            run_timed "${FX_GRADE_TIMEOUT_BENCH:-120}" "$log" "$ref_bin" --bench --csv "$csv_r" ||
-                rc_r=$?
+            echo "=== round $round: student: ${stage_args[*]}" >> "$log"
+            run_timed "${FX_GRADE_TIMEOUT_BENCH:-120}" "$log" "$bin" "${stage_args[@]}" \
+                --csv "$csv_s" || rc_s=$?
+            echo "=== round $round: reference: ${stage_args[*]}" >> "$log"
+            run_timed "${FX_GRADE_TIMEOUT_BENCH:-120}" "$log" "$ref_bin" "${stage_args[@]}" \
+                --csv "$csv_r" || rc_r=$?
         done
         median_tflops() {  # csv -> median of the fwd rows' tflops column
             awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }

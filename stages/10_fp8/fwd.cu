@@ -367,17 +367,24 @@ __device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int threa
 {
     constexpr int kKeyUnits = Cfg::kBlockN / 16;
     const int warp = thread / kWarpSize, lane = thread % kWarpSize;
+    /* ASSIGNMENT(transpose): the row each lane addresses: for ldmatrix.x4.trans, the key
+     * ld_key and head_dim byte ld_col of its matrix row (A0, B0, A1, B1, as drawn above);
+     * for stmatrix.x4, its Vᵀ row st_row (matrices 0..3 as in step 3). */
     // ldmatrix: lane l gives row l%8 of matrix l/8 (A0, B0, A1, B1, as above).
     const int ld_key = 4 * ((lane % 8) / 2) + lane % 2 + 2 * ((lane / 8) % 2);
     const int ld_col = 16 * (lane / 16);
     // stmatrix: lane l gives row l%8 of matrix l/8: Vᵀ row 2(l%8) + (l/8)%2 (+16 for 2, 3).
     const int st_row = 16 * (lane / 16) + 2 * (lane % 8) + (lane / 8) % 2;
+    /* END ASSIGNMENT */
     // Not unrolled: the producer runs at 24 registers (Cfg), and an unrolled loop hoists
     // every unit's addresses into registers; a unit's address is a few integer operations.
 #pragma unroll 1
     for (int i = 0; i < Cfg::kTransposeUnits / kWarpsPerWarpgroup; ++i) {
         const int unit = i * kWarpsPerWarpgroup + warp;
         const int k0 = 16 * (unit % kKeyUnits), d0 = 32 * (unit / kKeyUnits);
+        /* ASSIGNMENT(transpose): the unit of keys k0..k0+15, head_dim bytes d0..d0+31: one
+         * fx_ldmatrix_x4_trans of the raw tile (raw_v_offset), fx_prmt splitting each byte
+         * pair into two Vᵀ rows (even bytes, odd bytes), one fx_stmatrix_x4 (vt_offset). */
         uint32_t r[4];
         fx_ldmatrix_x4_trans(r, raw + raw_v_offset<Cfg>(k0 + ld_key, d0 + ld_col));
         const uint32_t row0 = fx_prmt(r[0], r[1], 0x6420u);  // Vᵀ row d0 + 2c: even bytes
@@ -385,6 +392,7 @@ __device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int threa
         const uint32_t row16 = fx_prmt(r[2], r[3], 0x6420u);
         const uint32_t row17 = fx_prmt(r[2], r[3], 0x7531u);
         fx_stmatrix_x4(vt + vt_offset<Cfg>(d0 + st_row, k0), row0, row1, row16, row17);
+        /* END ASSIGNMENT */
     }
 }
 
