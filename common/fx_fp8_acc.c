@@ -2,10 +2,12 @@
  * fx_fp8_acc.c — the tensor-core accumulation model of fx_fp8_acc.h.
  *
  * Every value is exact until the roundings the model names: a product of two e4m3 (or bf16)
- * values has at most 8 (16) significant bits and is exact in double; a term divided by
- * 2^(emax − B) is exact (a power of two, far from double's range limits); rounded to an
- * integer it is below 2^(B + 3) in magnitude, and at most 33 of them add up exactly in double
- * for B <= 45.
+ * values has at most 8 (16) significant bits and is exact in double; a term times 2^(B − emax)
+ * is exact (a power of two, far from double's range limits). Rounded to an integer, a product
+ * is below 2^(B + 2) in magnitude (its value is below 2^(emax + 2) even when emax is its
+ * operands' exponent sum) and C below 2^(B + 1), so a group's sum of at most 32 products and C
+ * is below 2^(B + 7.1), exact in double for B <= 45, and one of 64 products for B <= 44: the
+ * code keeps B <= 44 when a group holds more than 32 products.
  */
 #include "fx_fp8_acc.h"
 
@@ -60,7 +62,9 @@ static float to_f32(double x, fx_acc_round r)
 float fx_fp8_dot_model(const float *a, const float *b, int n, float c, const fx_fp8_acc_params *prm)
 {
     const int group = prm->group < 1 ? 1 : (prm->group > 64 ? 64 : prm->group);
-    const int bits = prm->frac_bits < 1 ? 1 : (prm->frac_bits > 45 ? 45 : prm->frac_bits);
+    int bits = prm->frac_bits < 1 ? 1 : (prm->frac_bits > 45 ? 45 : prm->frac_bits);
+    if (group > 32 && bits > 44)
+        bits = 44; /* exactness in double (above) */
     float acc = c;
     for (int k0 = 0; k0 < n; k0 += group) {
         const int k1 = k0 + group < n ? k0 + group : n;

@@ -31,8 +31,8 @@
  *
  * A chain of instructions on one accumulator (S over head_dim = 32·n in stage 10) is the
  * same loop over more groups: the next instruction's C is the previous one's fp32 output.
- * frac_bits at most 45 (sums stay exact in double); a large frac_bits with group = 1 and
- * c_mode FP32 is an ordinary fp32 sum in k order.
+ * frac_bits at most 45, or 44 with groups of more than 32 (sums stay exact in double); a
+ * large frac_bits with group = 1 and c_mode FP32 is an ordinary fp32 sum in k order.
  */
 #ifndef FX_FP8_ACC_H
 #define FX_FP8_ACC_H

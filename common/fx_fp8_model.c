@@ -146,9 +146,11 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
                     s_max = fmaxf(s_max, st->S[j]);
                     ++n_visible;
                 }
-                /* A tile this row sees none of: the kernel's P = 0 and α = 1 change nothing
-                 * (the V units may move there, by an exact ratio when the descales are powers
-                 * of two); skipping it also keeps R - R from being -inf - -inf. */
+                /* A tile this row sees none of. The tiles run from the last down, and such a
+                 * tile (causal: keys past the row's diagonal) comes before the row's first
+                 * visible one, where its O is still 0: the kernel's all-zero P leaves it 0
+                 * (and truncating 0 is 0), α = 1. Skipping it is therefore exact, and keeps
+                 * R - R from being -inf - -inf. */
                 if (n_visible == 0)
                     continue;
                 /* The running max in scaled units: the tiles' scales differ per block. */

@@ -12,8 +12,8 @@
 #                  not DIR's) on DIR's PTX and ptxas report: the taught instructions are
 #                  there, the forbidden ones are not, nothing spills, wgmma not serialized
 #   cpu        --  the stage's CPU model against the fp64 reference, where it has one
-#                  (02, 03); the Hopper stages have none, and this line says so (stage 10's
-#                  FP8 model runs only beside its kernel, in the GPU checks)
+#                  (02, 03, and 10's FP8 model at e4m3); the other Hopper stages have none,
+#                  and this line says so
 #   matrix     30  GPU: DIR's `stage --matrix` (against the previous stage and fp64)
 #   repeat     10  GPU: `--repeat 1000` on three small shapes: outputs bitwise equal (races
 #                  that compute-sanitizer cannot see: TMA writes, wgmma reads)

@@ -1103,7 +1103,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
                                          head_kv, batch, tid);
         else if (warp_in_wg == 0 && fx_elect_one())
             producer_loop<Cfg>(p, smem, range.n_block_max, m_block, head, head_kv, batch);
-        return;  // the loads complete on the consumers' barriers; nothing here waits for them
+        // The loads complete on the consumers' barriers; with V row-major the warpgroup has
+        // waited for every raw V tile it transposed and published each Vᵀ on v_full.
+        return;
     }
 
     // ---- Consumer warpgroups ----
