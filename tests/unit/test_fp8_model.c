@@ -278,6 +278,69 @@ START_TEST(prepared_inputs_stay_within_p_rounding_of_exact_attention)
 }
 END_TEST
 
+/* ---- the tensor cores' accumulation ----------------------------------------------------- */
+
+/* The model's tensor-core path (acc != NULL: S per k32 wgmma, P8·V8 per 32 keys with O as the
+ * accumulator, V gathered per tile, keys past seqlen_k zero) against its fp32 path. With a
+ * wide accumulation (one product per group, 45 bits, each group's sum added in fp32) the two
+ * differ only in the order of fp32 adds: O within 1 % of max|v| and the LSE within 1e-4, where
+ * a misplaced key or a tail read of V would move O by max|v|. With Hopper's parameters the
+ * truncation shows: some LSE moves. Causal, seqlen_k not a multiple of the tile, GQA. */
+START_TEST(the_tensor_core_path_is_the_fp32_path_with_a_wide_accumulator)
+{
+    fx_problem p = fx_test_problem(1, 200, 333, 4, 2, 64, true, FX_BF16);
+    const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p), nl = fx_numel_lse(&p);
+    float *q = fx_test_calloc(nq, sizeof(float)), *k = fx_test_calloc(nkv, sizeof(float));
+    float *v = fx_test_calloc(nkv, sizeof(float));
+    for (size_t i = 0; i < nq; ++i)
+        q[i] = (float)fx_draw(&p, FX_T_Q, i);
+    for (size_t i = 0; i < nkv; ++i) {
+        k[i] = (float)fx_draw(&p, FX_T_K, i);
+        v[i] = (float)fx_draw(&p, FX_T_V, i);
+    }
+    const fx_fp8_recipe r = {FX_FP8_PER_TENSOR, false, 3, fx_fp8_tiles_for(p.head_dim)};
+    fx_fp8_inputs in;
+    fx_fp8_prepare(&p, q, k, v, r, &in);
+    dequantized x = dequantize_all(&in);
+    float v_max = 0.0f;
+    for (size_t e = 0; e < nkv; ++e)
+        v_max = fmaxf(v_max, fabsf(x.v[e]));
+
+    fx_fp8_acc_params wide;
+    ck_assert_int_eq(fx_fp8_acc_parse("G=1 B=45 term=rn c=fp32 out=rn emax=value", &wide), 0);
+    float *o0 = fx_test_calloc(nq, sizeof(float)), *l0 = fx_test_calloc(nl, sizeof(float));
+    float *o1 = fx_test_calloc(nq, sizeof(float)), *l1 = fx_test_calloc(nl, sizeof(float));
+    float *o2 = fx_test_calloc(nq, sizeof(float)), *l2 = fx_test_calloc(nl, sizeof(float));
+    ck_assert_uint_eq(fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, NULL, o0, l0), 0);
+    ck_assert_uint_eq(fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, &wide, o1, l1), 0);
+    ck_assert_uint_eq(fx_fp8_forward(&p, &in, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(), o2, l2), 0);
+    double o_gap = 0, l_gap = 0, l_hopper = 0;
+    for (size_t e = 0; e < nq; ++e) {
+        ck_assert(!isnan(o1[e]) && !isnan(o2[e]));
+        o_gap = fmax(o_gap, fabs((double)o1[e] - o0[e]));
+    }
+    size_t finite = 0;
+    for (size_t e = 0; e < nl; ++e) {
+        ck_assert_int_eq(isinf(l0[e]), isinf(l1[e]));
+        ck_assert_int_eq(isinf(l0[e]), isinf(l2[e]));
+        if (isinf(l0[e]))
+            continue;
+        ++finite;
+        l_gap = fmax(l_gap, fabs((double)l1[e] - l0[e]));
+        l_hopper = fmax(l_hopper, fabs((double)l2[e] - l0[e]));
+    }
+    ck_assert_uint_gt(finite, 0);
+    ck_assert_msg(o_gap <= 0.01 * v_max, "wide accumulator: O moved by %.3g (max|v| %.3g)", o_gap,
+                  v_max);
+    ck_assert_msg(l_gap <= 1e-4, "wide accumulator: LSE moved by %.3g", l_gap);
+    ck_assert_msg(l_hopper > 0, "Hopper's truncation left every LSE as the fp32 sum's");
+    free(o0), free(o1), free(o2), free(l0), free(l1), free(l2);
+    free(q), free(k), free(v);
+    dequantized_free(&x);
+    fx_fp8_inputs_free(&in);
+}
+END_TEST
+
 /* ---- the max offset --------------------------------------------------------------------- */
 
 /* One key with score 12 (log2 units) and 1023 with score 0, whose P are 2^-12 of the
@@ -425,6 +488,11 @@ static Suite *fp8_model_suite(void)
         ref, per_block_inputs_with_far_apart_scales_stay_within_p_rounding_of_exact_attention);
     tcase_add_test(ref, prepared_inputs_stay_within_p_rounding_of_exact_attention);
     suite_add_tcase(s, ref);
+
+    TCase *tc_acc = tcase_create("tensor_core_accumulation");
+    tcase_set_timeout(tc_acc, 300);
+    tcase_add_test(tc_acc, the_tensor_core_path_is_the_fp32_path_with_a_wide_accumulator);
+    suite_add_tcase(s, tc_acc);
 
     TCase *offset = tcase_create("max_offset");
     tcase_add_test(offset, the_max_offset_keeps_probabilities_e4m3_would_flush_to_zero);
