@@ -54,12 +54,16 @@ for label in unit ptx course gpu; do
     if [[ $label == gpu && $counts =~ ([0-9]+)\ skipped ]]; then gpu_skipped=${BASH_REMATCH[1]}; fi
 done
 # Why the gpu tests were skipped, in the programs' own words, one line per reason (a GPU
-# without sm_90a skips stages 04-09 only): each stage asked once on a tiny problem.
+# without sm_90a skips stages 04-10 only): each stage asked once on a tiny problem.
 if ((gpu_skipped > 0)); then
     declare -A reason_stages=()
     for bin in build/bin/stage_*; do
         [[ -x $bin ]] || continue
-        out=$("$bin" --check --batch 1 --heads 1 --seqlen 64 --head-dim 64 2>&1 || true)
+        # In the stage's first dtype (its --help's "  dtype:" line; stage 10 takes e4m3 alone).
+        help=$("$bin" --help 2>/dev/null || true)
+        dt=$(sed -n 's/^  dtype: *\([a-z0-9]*\).*/\1/p;T;q' <<<"$help")
+        out=$("$bin" --check --batch 1 --heads 1 --seqlen 64 --head-dim 64 \
+            ${dt:+--dtype "$dt"} 2>&1 || true)
         reason=$(sed -n '/skipped: /{s/.*skipped: //p;q;}' <<<"$out")
         [[ -n $reason ]] || continue
         reason_stages[$reason]+=" ${bin##*/stage_}"
