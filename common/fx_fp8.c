@@ -161,8 +161,7 @@ static size_t row_at(const fx_fp8_tensor *t, int b, int row, int h)
     return (((size_t)b * t->seqlen + row) * t->heads + h) * t->head_dim;
 }
 
-/* The descale δ of row `row` of head h of batch b (descale is [batch, heads, n_blocks]). */
-static float row_descale(const fx_fp8_tensor *t, int b, int row, int h)
+float fx_fp8_row_descale(const fx_fp8_tensor *t, int b, int row, int h)
 {
     return t->descale[((size_t)b * t->heads + h) * fx_fp8_tensor_blocks(t) + row / t->block_rows];
 }
@@ -225,7 +224,7 @@ void fx_fp8_quantize(const float *x, fx_fp8_scaling scaling, int heads_per_group
     for (int b = 0; b < t->batch; ++b)
         for (int row = 0; row < t->seqlen; ++row)
             for (int h = 0; h < t->heads; ++h) {
-                const float delta = row_descale(t, b, row, h);
+                const float delta = fx_fp8_row_descale(t, b, row, h);
                 const size_t at = row_at(t, b, row, h);
                 for (int d = 0; d < t->head_dim; ++d)
                     t->codes[at + d] = delta == 0.0f ? 0 : fx_e4m3_from_float(x[at + d] / delta);
@@ -238,7 +237,7 @@ void fx_fp8_dequantize(const fx_fp8_tensor *t, float *x)
     for (int b = 0; b < t->batch; ++b)
         for (int row = 0; row < t->seqlen; ++row)
             for (int h = 0; h < t->heads; ++h) {
-                const float delta = row_descale(t, b, row, h);
+                const float delta = fx_fp8_row_descale(t, b, row, h);
                 const size_t at = row_at(t, b, row, h);
                 for (int d = 0; d < t->head_dim; ++d)
                     x[at + d] = delta * fx_e4m3_to_float(t->codes[at + d]);

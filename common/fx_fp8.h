@@ -110,6 +110,10 @@ int fx_fp8_tensor_blocks(const fx_fp8_tensor *t); /* n_blocks per (batch, head) 
  * rounding (which the conversion's rounding to e4m3 absorbs: 448 is the nearest e4m3). */
 float fx_fp8_descale(float amax);
 
+/* The descale δ of row `row` (a position along seqlen) of head h of batch b in t: the entry
+ * of t->descale ([batch, heads, n_blocks]) for the block row / t->block_rows. */
+float fx_fp8_row_descale(const fx_fp8_tensor *t, int b, int row, int h);
+
 /* Quantizes x (t's layout, finite values) into t: the descale of each group of elements
  * that `scaling` names, then codes = e4m3(x / descale), the quotient rounded once to fp32
  * (a zero descale gives codes 0). heads_per_group: for PER_HEAD, how many consecutive heads

@@ -565,13 +565,6 @@ out:
 
 /* ---- --cpu: the CPU model alone ------------------------------------------------------ */
 
-/* The descale of row `row` of head h, batch b in t (fx_fp8.h's [batch, heads, n_blocks]). */
-static float descale_at(const fx_fp8_tensor *t, int b, int row, int h)
-{
-    const int blocks = fx_fp8_tensor_blocks(t);
-    return t->descale[((size_t)b * t->heads + h) * blocks + row / t->block_rows];
-}
-
 /* The emulation of the pass rule for --cpu: standard attention in e4m3, the baseline that
  * fx_emu_forward_rows builds for the 16-bit dtypes (FlashAttention's tests' way), on the
  * same codes and descales: S = Q8·K8ᵀ summed as Hopper's e4m3 wgmma sums it
@@ -606,14 +599,14 @@ static void emulate_slices(const fx_problem *p, const fp8_slices *s, const fx_fp
         const uint8_t *q_codes = in->q.codes + fx_offset(lq, b, r, h, 0);
         for (int col = 0; col < d; ++col)
             q8[col] = e4m3[q_codes[col]];
-        const float q_scale = scale * descale_at(&in->q, b, r, h);
+        const float q_scale = scale * fx_fp8_row_descale(&in->q, b, r, h);
         float m = -INFINITY, l = 0.0f;
         for (int j = 0; j < n_keys; ++j) {
             const uint8_t *k_codes = in->k.codes + fx_offset(lkv, b, j, hk, 0);
             for (int col = 0; col < d; ++col)
                 k8[col] = e4m3[k_codes[col]];
             pr[j] = fx_fp8_dot_model(q8, k8, d, 0.0f, acc_prm) *
-                    (q_scale * descale_at(&in->k, b, j, hk));
+                    (q_scale * fx_fp8_row_descale(&in->k, b, j, hk));
             m = fmaxf(m, pr[j]);
         }
         for (int j = 0; j < n_keys; ++j) {

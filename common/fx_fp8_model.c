@@ -67,7 +67,8 @@ static float *decode(const fx_fp8_tensor *t)
     return x;
 }
 
-static float descale_at(const fx_fp8_tensor *t, int b, int h, int block)
+/* The descale of block `block` (a tile index, not a row) of head h of batch b in t. */
+static float block_descale(const fx_fp8_tensor *t, int b, int h, int block)
 {
     return t->descale[((size_t)b * t->heads + h) * fx_fp8_tensor_blocks(t) + block];
 }
@@ -122,7 +123,7 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
                 keys_seen <= 0 ? 0 : ceil_div(keys_seen < seqlen_k ? keys_seen : seqlen_k, kBlockN);
         }
         /* c·δQ once per Q tile; each K/V tile multiplies in its own δK. */
-        const float c_q = c * descale_at(&in->q, b, h, m_block);
+        const float c_q = c * block_descale(&in->q, b, h, m_block);
         for (int row = m_block * kBlockM; row < (m_block + 1) * kBlockM && row < seqlen_q; ++row) {
             const float *q_row = qf + fx_offset(lq, b, row, h, 0);
             float R = -INFINITY; /* running max of S·c_n, log2 units, rounded up */
@@ -131,8 +132,8 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
             memset(st->acc, 0, (size_t)head_dim * sizeof(float));
             for (int n_block = n_block_max - 1; n_block >= 0; --n_block) {
                 const int key0 = n_block * kBlockN;
-                const float c_n = c_q * descale_at(&in->k, b, h_kv, n_block);
-                const float delta_v = descale_at(&in->v, b, h_kv, n_block);
+                const float c_n = c_q * block_descale(&in->k, b, h_kv, n_block);
+                const float delta_v = block_descale(&in->v, b, h_kv, n_block);
                 /* S = Q8·K8ᵀ over the keys the row sees; the mask is applied by skipping,
                  * not by S = -inf: a zero descale (an all-zero K tile) would make -inf·0 a
                  * NaN (the kernel must mask after scaling, or keep δ > 0 where it masks). */
