@@ -280,6 +280,14 @@ static void print_err(const char *what, fx_err e)
     printf("  %-34s %s\n", what, b);
 }
 
+/* A judged line: the error, its bound and the verdict. */
+static void print_judged(const char *what, fx_err e, double bound, bool pass)
+{
+    char b[160];
+    fx_err_format(e, b, sizeof b);
+    printf("  %-31s %s  bound %.2e  %s\n", what, b, bound, pass ? "PASS" : "FAIL");
+}
+
 /* One previous-stage comparison over the checked slices' elements: no NaN, the same infinities,
  * max-abs difference within bound. */
 static bool prev_within(fx_err e, double bound, const char *what, const char *prev_id, bool verbose)
@@ -447,17 +455,12 @@ static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const float 
     *pass &= o_pass && lse_pass && nan_o == 0 && nan_l == 0 && past == 0;
     res->err_ref = st_dq.o.max_abs;
     if (verbose) {
-        char b[160];
         printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d\n", s.n, rows,
                fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
                in->q.block_rows, in->k.block_rows);
-        fx_err_format(st_dq.o, b, sizeof b);
-        printf("  O   vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, o_bound,
-               o_pass ? "PASS" : "FAIL");
+        print_judged("O   vs fp64 on dequantized:", st_dq.o, o_bound, o_pass);
         print_err("    CPU model vs the same:", md_dq.o);
-        fx_err_format(st_dq.lse, b, sizeof b);
-        printf("  LSE vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, lse_bound,
-               lse_pass ? "PASS" : "FAIL");
+        print_judged("LSE vs fp64 on dequantized:", st_dq.lse, lse_bound, lse_pass);
         print_err("    CPU model vs the same:", md_dq.lse);
         print_err("O   vs fp64 on fp32 inputs:", st_f.o);
         print_err("    CPU model vs the same:", md_f.o);
@@ -670,7 +673,6 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     const bool o_pass = fx_pass(md_dq.o, em_dq.o, FX_BF16, &o_bound);
     const bool lse_pass = fx_pass_lse(md_dq.lse, em_dq.lse, &lse_bound);
     const bool pass = o_pass && lse_pass && past == 0;
-    char b[160];
     printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d; the model "
            "sums as Hopper's e4m3 wgmma (%s)%s\n",
            s.n, rows, fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
@@ -678,13 +680,9 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
            p->fp8_v_transposed ? "; --fp8-vt is V's layout for the kernel: the model reads the "
                                  "same codes"
                                : "");
-    fx_err_format(md_dq.o, b, sizeof b);
-    printf("  O   vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, o_bound,
-           o_pass ? "PASS" : "FAIL");
+    print_judged("O   vs fp64 on dequantized:", md_dq.o, o_bound, o_pass);
     print_err("    emulation vs the same:", em_dq.o);
-    fx_err_format(md_dq.lse, b, sizeof b);
-    printf("  LSE vs fp64 on dequantized:     %s  bound %.2e  %s\n", b, lse_bound,
-           lse_pass ? "PASS" : "FAIL");
+    print_judged("LSE vs fp64 on dequantized:", md_dq.lse, lse_bound, lse_pass);
     print_err("    emulation vs the same:", em_dq.lse);
     print_err("O   vs fp64 on fp32 inputs:", md_f.o);
     print_err("LSE vs fp64 on fp32 inputs:", md_f.lse);

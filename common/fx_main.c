@@ -61,35 +61,40 @@ static int no_gpu(const char *why)
     return rc;
 }
 
-/* --self-test: the stage's own test of a device part, on the device opened as for a case. */
-static int main_self_test(fx_ctx *c)
+/* Opens the GPU for c's stage (fx_device_open): 0, or the exit code to return (77 with the
+ * reason when there is no usable GPU, 1 with it for any other failure). */
+static int open_device(fx_ctx *c)
 {
     char why[512];
-    if (!c->self->self_test) {
-        fx_error("stage %s has no --self-test", c->self->id);
-        return FX_EXIT_USAGE;
-    }
-    int rc = fx_device_open(c->self, &c->dev, why, sizeof why);
+    const int rc = fx_device_open(c->self, &c->dev, why, sizeof why);
     if (rc == FX_EXIT_NO_GPU)
         return no_gpu(why);
     if (rc != 0) {
         fx_error("%s", why);
         return FX_EXIT_FAIL;
     }
+    return 0;
+}
+
+/* --self-test: the stage's own test of a device part, on the device opened as for a case. */
+static int main_self_test(fx_ctx *c)
+{
+    if (!c->self->self_test) {
+        fx_error("stage %s has no --self-test", c->self->id);
+        return FX_EXIT_USAGE;
+    }
+    const int rc = open_device(c);
+    if (rc != 0)
+        return rc;
     return c->self->self_test() == 0 ? FX_EXIT_OK : FX_EXIT_FAIL;
 }
 
 /* The GPU's cases: the matrix, or one case (--fuzz N: N, each on a fresh seed). */
 static int main_gpu(fx_ctx *c)
 {
-    char why[512];
-    int rc = fx_device_open(c->self, &c->dev, why, sizeof why);
-    if (rc == FX_EXIT_NO_GPU)
-        return no_gpu(why);
-    if (rc != 0) {
-        fx_error("%s", why);
-        return FX_EXIT_FAIL;
-    }
+    int rc = open_device(c);
+    if (rc != 0)
+        return rc;
     if (c->opt.matrix)
         return fx_run_matrix(c);
 

@@ -250,6 +250,21 @@ START_TEST(per_block_inputs_with_far_apart_scales_stay_within_p_rounding_of_exac
 }
 END_TEST
 
+/* Q, K, V of p drawn in fp32 (fx_draw's numbers, before any rounding), newly allocated. */
+static void draw_inputs(const fx_problem *p, float **q, float **k, float **v)
+{
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p);
+    *q = fx_test_calloc(nq, sizeof(float));
+    *k = fx_test_calloc(nkv, sizeof(float));
+    *v = fx_test_calloc(nkv, sizeof(float));
+    for (size_t i = 0; i < nq; ++i)
+        (*q)[i] = (float)fx_draw(p, FX_T_Q, i);
+    for (size_t i = 0; i < nkv; ++i) {
+        (*k)[i] = (float)fx_draw(p, FX_T_K, i);
+        (*v)[i] = (float)fx_draw(p, FX_T_V, i);
+    }
+}
+
 /* Quantized from drawn inputs by each scaling (fx_fp8_prepare), at each head_dim. */
 START_TEST(prepared_inputs_stay_within_p_rounding_of_exact_attention)
 {
@@ -258,15 +273,8 @@ START_TEST(prepared_inputs_stay_within_p_rounding_of_exact_attention)
         for (int s = 0; s < FX_FP8_SCALING_COUNT; ++s) {
             fx_problem p = fx_test_problem(1, 200, 333, 4, 2, dims[e], e == 1, FX_BF16);
             p.dist = FX_DIST_OUTLIERS;
-            const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);
-            float *q = fx_test_calloc(nq, sizeof(float)), *k = fx_test_calloc(nkv, sizeof(float));
-            float *v = fx_test_calloc(nkv, sizeof(float));
-            for (size_t i = 0; i < nq; ++i)
-                q[i] = (float)fx_draw(&p, FX_T_Q, i);
-            for (size_t i = 0; i < nkv; ++i) {
-                k[i] = (float)fx_draw(&p, FX_T_K, i);
-                v[i] = (float)fx_draw(&p, FX_T_V, i);
-            }
+            float *q, *k, *v;
+            draw_inputs(&p, &q, &k, &v);
             const fx_fp8_recipe r = {(fx_fp8_scaling)s, s == FX_FP8_PER_BLOCK, 3,
                                      fx_fp8_tiles_for(dims[e])};
             fx_fp8_inputs in;
@@ -290,14 +298,8 @@ START_TEST(the_tensor_core_path_is_the_fp32_path_with_a_wide_accumulator)
 {
     fx_problem p = fx_test_problem(1, 200, 333, 4, 2, 64, true, FX_BF16);
     const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p), nl = fx_numel_lse(&p);
-    float *q = fx_test_calloc(nq, sizeof(float)), *k = fx_test_calloc(nkv, sizeof(float));
-    float *v = fx_test_calloc(nkv, sizeof(float));
-    for (size_t i = 0; i < nq; ++i)
-        q[i] = (float)fx_draw(&p, FX_T_Q, i);
-    for (size_t i = 0; i < nkv; ++i) {
-        k[i] = (float)fx_draw(&p, FX_T_K, i);
-        v[i] = (float)fx_draw(&p, FX_T_V, i);
-    }
+    float *q, *k, *v;
+    draw_inputs(&p, &q, &k, &v);
     const fx_fp8_recipe r = {FX_FP8_PER_TENSOR, false, 3, fx_fp8_tiles_for(p.head_dim)};
     fx_fp8_inputs in;
     fx_fp8_prepare(&p, q, k, v, r, &in);
