@@ -13,9 +13,9 @@ set -euo pipefail
 
 ns=(64 80 96 128 176 192 256)  # the N of m64nNk16 the stages instantiate (kBlockN and head_dim)
 types=("bf16 bf16" "fp16 f16")   # suffix of the wrapper, PTX type name
-# The N of m64nNk32.e4m3 (stage 10): kBlockN 64, 128, 192 for S = QKᵀ; head_dim 64, 128, 256
+# The N of m64nNk32.e4m3 (stage 10): kBlockN 96, 128, 192 for S = QKᵀ; head_dim 64, 128, 256
 # for O = PV.
-ns8=(64 128 192 256)
+ns8=(64 96 128 192 256)
 
 # "{%first, ..., %(first+count-1)}"
 reg_list() {

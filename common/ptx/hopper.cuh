@@ -532,7 +532,16 @@ static __device__ __forceinline__ uint32_t fx_cvt_e4m3x2(float lo, float hi)
  * fragment holds four consecutive k of one row per register (stage 10). */
 static __device__ __forceinline__ uint32_t fx_pack_e4m3x4(float x0, float x1, float x2, float x3)
 {
-    return fx_cvt_e4m3x2(x0, x1) | fx_cvt_e4m3x2(x2, x3) << 16;
+    // The two halves straight into one b32 (mov.b32 d, {lo, hi}): no zero-extension, shift
+    // and OR for ptxas to schedule and keep registers for.
+    uint32_t d;
+    asm("{\n\t.reg .b16 lo, hi;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+        "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+        "mov.b32 %0, {lo, hi};\n\t}\n"
+        : "=r"(d)
+        : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+    return d;
 }
 
 /* prmt.b32 d, a, b, selector;   (PTX ISA "Data Movement and Conversion Instructions: prmt";

@@ -1026,6 +1026,58 @@ static __device__ __forceinline__ void fx_wgmma_m64n64k32_rs_e4m3(float (&d)[32]
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate));
 }
 
+/* wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3, SS: A and B K-major. */
+static __device__ __forceinline__ void fx_wgmma_m64n96k32_ss_e4m3(float (&d)[48],
+                                                                  uint64_t desc_a,
+                                                                  uint64_t desc_b, bool accumulate)
+{
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %50, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "%48, %49, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(desc_a), "l"(desc_b), "r"((uint32_t)accumulate));
+}
+
+/* wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3, RS: 16 e4m3 of A per thread. */
+static __device__ __forceinline__ void fx_wgmma_m64n96k32_rs_e4m3(float (&d)[48],
+                                                                  const uint32_t (&a)[4],
+                                                                  uint64_t desc_b, bool accumulate)
+{
+    asm volatile(
+        "{\n"
+        "  .reg .pred p;\n"
+        "  setp.ne.b32 p, %53, 0;\n"
+        "  wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "{%48, %49, %50, %51}, %52, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"((uint32_t)accumulate));
+}
+
 /* wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3, SS: A and B K-major. */
 static __device__ __forceinline__ void fx_wgmma_m64n128k32_ss_e4m3(float (&d)[64],
                                                                   uint64_t desc_a,
@@ -1309,6 +1361,8 @@ template <int TransB>
 static __device__ void fx_wgmma_m64n256k16_rs_fp16(float (&)[128], const uint32_t (&)[4], uint64_t, bool) = delete;
 static __device__ void fx_wgmma_m64n64k32_ss_e4m3(float (&)[32], uint64_t, uint64_t, bool) = delete;
 static __device__ void fx_wgmma_m64n64k32_rs_e4m3(float (&)[32], const uint32_t (&)[4], uint64_t, bool) = delete;
+static __device__ void fx_wgmma_m64n96k32_ss_e4m3(float (&)[48], uint64_t, uint64_t, bool) = delete;
+static __device__ void fx_wgmma_m64n96k32_rs_e4m3(float (&)[48], const uint32_t (&)[4], uint64_t, bool) = delete;
 static __device__ void fx_wgmma_m64n128k32_ss_e4m3(float (&)[64], uint64_t, uint64_t, bool) = delete;
 static __device__ void fx_wgmma_m64n128k32_rs_e4m3(float (&)[64], const uint32_t (&)[4], uint64_t, bool) = delete;
 static __device__ void fx_wgmma_m64n192k32_ss_e4m3(float (&)[96], uint64_t, uint64_t, bool) = delete;

@@ -104,22 +104,33 @@ struct Config {
  *  - d=64: 3 consumer warpgroups, 192×128: S 64 + O 32 + P 16.
  *  - d=128: 2 consumer warpgroups, 128×192: S 96 + O 64 + P 24. FA3's tile for a V stored
  *    column-major (its row-major V, transposed in the kernel, gets 128×224).
- *  - d=256: 2 consumer warpgroups, 128×64: S 32 + O 128 + P 8.
+ *  - d=256: 2 consumer warpgroups, 128×96: S 48 + O 128 + P 12. (128×64 until 2026-12-06:
+ *    96 keys a block are 1.05-1.09x as fast on an H100 with V transposed in the kernel, and the
+ *    shared memory fits because O shares its bytes with the raw V ring, below.)
  * FA3's e4m3 tiles (hopper/tile_size.h: 192×160, 128×224, 128×128; fx_fp8_tiles_for) spill
  * here: ptxas -v gave 176-196 bytes of spill stores at d=64, 152-156 at d=256, and 12 at
- * d=128 causal with 224 (docs/10_fp8.md). Registers after setmaxnreg as in stage 08: d=64,
- * 512 threads, producer 32, consumers 160; d=128 and 256, 384 threads, producer 24, 240.
+ * d=128 causal with 224 (docs/10_fp8.md). Registers after setmaxnreg: d=64, 512 threads,
+ * producer 32, consumers 160 (stage 08's); d=128 and 256, 384 threads, producer 24 and
+ * consumers 240 with V given transposed (stage 08's), producer 32 and consumers 232 where the
+ * producer transposes V: two transpose units in flight and their lane terms do not fit 24,
+ * and at 24 ptxas spilled 16-24 bytes of the d=128 kernels (the consumers fit 232).
  */
 template <bool kTransposeV>
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160, kTransposeV>;
 template <bool kTransposeV>
-using ConfigD128 = Config<128, 2, 192, 2, 24, 240, kTransposeV>;
+using ConfigD128 =
+    Config<128, 2, 192, 2, kTransposeV ? 32 : 24, kTransposeV ? 232 : 240, kTransposeV>;
 template <bool kTransposeV>
-using ConfigD256 = Config<256, 2, 64, 2, 24, 240, kTransposeV>;
+using ConfigD256 =
+    Config<256, 2, 96, 2, kTransposeV ? 32 : 24, kTransposeV ? 232 : 240, kTransposeV>;
 
 /* ---------------------------------------------------------------------------------
- * Shared-memory plan: Q, kStages K and Vᵀ tiles in e4m3, then O's bf16 staging tile, then
- * (row-major V only) kStages raw V tiles, then the mbarriers. Q, K and raw V are
+ * Shared-memory plan: Q, kStages K and Vᵀ tiles in e4m3, then O's bf16 staging tile, which
+ * shares its bytes with the kStages raw V tiles (row-major V only), then the mbarriers. The
+ * two never live at once: a consumer writes its O only after its last PV GEMM, which waited
+ * for the last block's v_full, which the producer warpgroup arrives on after the last
+ * transpose's named barrier (every read of every raw tile done), and every raw load was
+ * issued, and has landed, before that transpose. Q, K and raw V are
  * head_dim/64 slabs of rows × 64 bytes, as TMA writes them with the 64B swizzle; Vᵀ is
  * kBlockN/32 slabs of head_dim rows × 32 bytes (32B swizzle), one per k32 slice of the PV
  * GEMM; O is stage 08's 128B-swizzled bf16 slabs (e4m3 Q is half as wide as O, so O no
@@ -141,8 +152,10 @@ struct SharedStorage {
     alignas(kSwizzleAtomBytes) uint8_t q[Cfg::kBlockM * Cfg::kHeadDim];
     alignas(kSwizzleAtomBytes) uint8_t k[Cfg::kStages][Cfg::kBlockN * Cfg::kHeadDim];
     alignas(kSwizzleAtomBytes) uint8_t vt[Cfg::kStages][Cfg::kHeadDim * Cfg::kBlockN];
-    alignas(kSwizzleAtomBytes) uint16_t o[Cfg::kBlockM * Cfg::kHeadDim];
-    RawVStorage<Cfg> raw;
+    union {
+        alignas(kSwizzleAtomBytes) uint16_t o[Cfg::kBlockM * Cfg::kHeadDim];
+        RawVStorage<Cfg> raw;
+    };
     uint64_t q_full;                 // Q has landed (one phase: Q is loaded once)
     uint64_t k_full[Cfg::kStages];   // K of stage s has landed (one phase per fill)
     uint64_t v_full[Cfg::kStages];   // Vᵀ of stage s is ready: landed, or transposed
@@ -319,49 +332,53 @@ __device__ __forceinline__ void load_kv(const FwdParams &p, SharedStorage<Cfg> &
  *
  *  1. ldmatrix.x4.trans (PTX ISA §9.7.14.5.15; b16) reads four 8×8 matrices of 16-bit
  *     pairs: a matrix row is 16 bytes of one key (8 pairs of head_dim columns). Lanes give
- *     the row addresses, so the rows may be any keys: matrix A takes keys {0,1,4,5,8,9,12,13}
- *     (+ k0) and B keys {2,3,6,7,10,11,14,15}, each for head_dim bytes [d0, d0+16) (A0, B0)
- *     and [d0+16, d0+32) (A1, B1). With .trans lane l receives, for the pair column c = l/4
- *     (head_dim 2c, 2c+1) and t = l%4, matrix rows 2t, 2t+1: from A keys 4t, 4t+1 and from B
- *     keys 4t+2, 4t+3, as bytes {V[4t][2c], V[4t][2c+1], V[4t+1][2c], V[4t+1][2c+1]}.
+ *     the row addresses, so the rows may be any keys: matrix A takes keys 0..7 (+ k0) and B
+ *     keys 8..15, each for head_dim bytes [d0, d0+16) (A0, B0) and [d0+16, d0+32) (A1, B1).
+ *     With .trans lane l receives, for the pair column c = l/4 (head_dim 2c, 2c+1) and
+ *     t = l%4, matrix rows 2t, 2t+1: from A keys 2t, 2t+1 and from B keys 8+2t, 9+2t, as
+ *     bytes {V[2t][2c], V[2t][2c+1], V[2t+1][2c], V[2t+1][2c+1]} (and B's likewise).
  *  2. The 16-bit transpose kept each (2c, 2c+1) byte pair together; Vᵀ wants the two
- *     head_dim columns in different rows. prmt splits them: even bytes of A and B
- *     (selector 0x6420) are Vᵀ row 2c, keys 4t..4t+3, odd bytes (0x7531) row 2c+1.
+ *     head_dim columns in different rows. prmt splits them: the even bytes of A and B
+ *     (selector 0x6420) are Vᵀ row 2c at keys 2t, 2t+1, 8+2t, 9+2t, the odd bytes (0x7531)
+ *     row 2c+1.
  *  3. stmatrix.x4 (§9.7.14.5.16; b16) writes four 8×8 matrices, lane l's register i at row
- *     l/4, bytes 4t..4t+3 of matrix i: matrix 0 is Vᵀ rows d0 + 2r (r = 0..7), 1 rows
- *     d0 + 2r + 1, 2 and 3 the same 16 rows further, each row 16 bytes = keys k0..k0+15.
+ *     l/4, bytes 4t..4t+3 of matrix i, each row 16 bytes = k-slots k0..k0+15 of one Vᵀ row.
+ *     Matrix 0 holds rows d0 + 2r for r < 4 and d0 + 2r + 1 for r >= 4, matrix 1 the other
+ *     row of each pair, 2 and 3 the same 16 rows further: a lane of c >= 4 swaps its two
+ *     selectors. Rows d0, d0+2, .. alone would fall on four of the eight 16-byte bank
+ *     groups of the 32B swizzle (two-way conflicts); these eight cover all eight.
  *
- * Keys come out in the natural order (k0 + 4t .. k0 + 4t + 3 in one register), the order a Vᵀ
- * loaded by TMA has, so the consumers and pack_p are the same for both layouts. (FA3 picks
- * the keys of a matrix as k0..k0+7 and k0+8..k0+15, which yields P's accumulator order
- * 2t, 2t+1, 8+2t, 9+2t instead and saves pack_p's shuffles: a later step.)
+ * So lane t's k-slots 4t..4t+3 hold keys 2t, 2t+1, 8+2t, 9+2t (+ k0): the k order of P's
+ * accumulator (pack_p, "Where P must go" below), not the natural one. The PV GEMM sums over
+ * k in any order in which P's columns and Vᵀ's keys agree, so P needs no shuffle here, and O
+ * no un-permute (head_dim keeps its order). A Vᵀ loaded by TMA (--fp8-vt) is in the natural
+ * key order, and there P moves across the quad instead. The raw tile's reads are conflict
+ * free too: keys 0..7 of one 16-byte column fall on eight distinct bank groups of the 64B
+ * swizzle.
  * ------------------------------------------------------------------------------ */
 
-/* Byte offset of (key, head_dim byte `col`) in a K-like tile of kBlockN key rows: slab
- * col/64, row `key` of 64 bytes, its 16-byte chunk XORed with (key/2)%4 (the 64B swizzle,
- * wgmma_desc.h). */
+/* The unit's byte offsets. The raw tile is K's layout: slab col/64, key rows of 64 bytes, the
+ * 16-byte chunk XORed with (key/2)%4 (the 64B swizzle, wgmma_desc.h). Vᵀ: slab key/32, head_dim
+ * rows of 32 bytes, the chunk XORed with (d/4)%2 (the 32B swizzle). A unit starts at a key k0
+ * that is a multiple of 16 and a head_dim byte d0 that is a multiple of 32, so the swizzles'
+ * XOR terms depend on the lane's row within the unit alone: each offset is the unit's base
+ * plus a per-lane term (lane_raw, lane_vt below), whose chunk bit d0 (raw: bit 5, d0 % 64 of
+ * 0 or 32) or k0 (Vᵀ: bit 4, k0 % 32 of 0 or 16) flips. */
 template <class Cfg>
-__device__ __forceinline__ uint32_t raw_v_offset(int key, int col)
+__device__ __forceinline__ uint32_t raw_unit_base(int k0, int d0)
 {
-    const int chunk = ((col % kSlab8RowBytes) / 16) ^ ((key / 2) % 4);
-    return (uint32_t)((col / kSlab8RowBytes) * Cfg::kSlabKBytes + key * kSlab8RowBytes +
-                      chunk * 16);
+    return (uint32_t)((d0 / kSlab8RowBytes) * Cfg::kSlabKBytes + k0 * kSlab8RowBytes);
+}
+template <class Cfg>
+__device__ __forceinline__ uint32_t vt_unit_base(int k0, int d0)
+{
+    return (uint32_t)((k0 / kSlabVtRowBytes) * Cfg::kSlabVtBytes + d0 * kSlabVtRowBytes);
 }
 
-/* Byte offset of (head_dim row d, key) in a Vᵀ tile: slab key/32, row d of 32 bytes, its
- * 16-byte chunk XORed with (d/4)%2 (the 32B swizzle). key is a multiple of 16. */
-template <class Cfg>
-__device__ __forceinline__ uint32_t vt_offset(int d, int key)
-{
-    const int chunk = ((key % kSlabVtRowBytes) / 16) ^ ((d / 4) % 2);
-    return (uint32_t)((key / kSlabVtRowBytes) * Cfg::kSlabVtBytes + d * kSlabVtRowBytes +
-                      chunk * 16);
-}
-
-/* Transposes one row-major V tile (shared address raw) into the Vᵀ tile vt: the 128
- * threads of the producer warpgroup (thread = 0..127) call it together; each warp does
- * kTransposeUnits/4 units. Only the shared-memory writes are done when it returns: the
- * caller fences and publishes them (transpose_block). */
+/* Transposes one row-major V tile (shared address raw) into the Vᵀ tile vt, keys in P's
+ * order (above): the 128 threads of the producer warpgroup (thread = 0..127) call it
+ * together; each warp does kTransposeUnits/4 units. Only the shared-memory writes are done
+ * when it returns: the caller fences and publishes them (transpose_block). */
 template <class Cfg>
 __device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int thread)
 {
@@ -369,29 +386,43 @@ __device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int threa
     const int warp = thread / kWarpSize, lane = thread % kWarpSize;
     /* ASSIGNMENT(transpose): the row each lane addresses: for ldmatrix.x4.trans, the key
      * ld_key and head_dim byte ld_col of its matrix row (A0, B0, A1, B1, as drawn above);
-     * for stmatrix.x4, its Vᵀ row st_row (matrices 0..3 as in step 3). */
-    // ldmatrix: lane l gives row l%8 of matrix l/8 (A0, B0, A1, B1, as above).
-    const int ld_key = 4 * ((lane % 8) / 2) + lane % 2 + 2 * ((lane / 8) % 2);
+     * for stmatrix.x4, its Vᵀ row st_row (matrices 0..3 as in step 3), and which of a lane's
+     * two rows goes to the even matrices (sel_even, sel_odd: the prmt selectors); then
+     * both as byte offsets within a unit (lane_raw, lane_vt). */
+    // ldmatrix: lane l gives row l%8 of matrix l/8: A (keys 0..7) or B (8..15) of the unit.
+    const int ld_key = lane % 8 + 8 * ((lane / 8) % 2);
     const int ld_col = 16 * (lane / 16);
-    // stmatrix: lane l gives row l%8 of matrix l/8: Vᵀ row 2(l%8) + (l/8)%2 (+16 for 2, 3).
-    const int st_row = 16 * (lane / 16) + 2 * (lane % 8) + (lane / 8) % 2;
+    // stmatrix: lane l gives row r = l%8 of matrix m = l/8, Vᵀ row 2r (+1 in matrices 1 and 3,
+    // and for r >= 4 the other way round: the rows of a matrix then cover all eight residues
+    // mod 8, eight distinct 16-byte bank groups), +16 in matrices 2 and 3.
+    const int st_row = 16 * (lane / 16) + 2 * (lane % 8) + (((lane / 8) % 2) ^ ((lane % 8) / 4));
+    // Lanes of pair columns c >= 4 (lane >= 16) hand their odd row to the even matrices.
+    const uint32_t sel_even = lane < 16 ? 0x6420u : 0x7531u;
+    const uint32_t sel_odd = lane < 16 ? 0x7531u : 0x6420u;
+    // The lane's rows as byte offsets within a unit (raw_unit_base, vt_unit_base above).
+    const uint32_t lane_raw =
+        (uint32_t)(ld_key * kSlab8RowBytes + (((ld_col / 16) ^ ((ld_key / 2) % 4)) * 16));
+    const uint32_t lane_vt = (uint32_t)(st_row * kSlabVtRowBytes + ((st_row / 4) % 2) * 16);
     /* END ASSIGNMENT */
-    // Not unrolled: the producer runs at 24 registers (Cfg), and an unrolled loop hoists
-    // every unit's addresses into registers; a unit's address is a few integer operations.
-#pragma unroll 1
+    // Two units in flight per warp (FA3's "2 LDSM.T"), in the producer's 32 registers (Cfg):
+    // the addresses are a base and a lane term, not recomputed from the swizzle rule.
+#pragma unroll 2
     for (int i = 0; i < Cfg::kTransposeUnits / kWarpsPerWarpgroup; ++i) {
         const int unit = i * kWarpsPerWarpgroup + warp;
         const int k0 = 16 * (unit % kKeyUnits), d0 = 32 * (unit / kKeyUnits);
         /* ASSIGNMENT(transpose): the unit of keys k0..k0+15, head_dim bytes d0..d0+31: one
-         * fx_ldmatrix_x4_trans of the raw tile (raw_v_offset), fx_prmt splitting each byte
-         * pair into two Vᵀ rows (even bytes, odd bytes), one fx_stmatrix_x4 (vt_offset). */
+         * fx_ldmatrix_x4_trans of the raw tile (raw_unit_base + lane_raw, its chunk bit
+         * flipped by d0), fx_prmt splitting each byte pair into two Vᵀ rows, one
+         * fx_stmatrix_x4 into the Vᵀ tile (vt_unit_base + lane_vt, flipped by k0). */
         uint32_t r[4];
-        fx_ldmatrix_x4_trans(r, raw + raw_v_offset<Cfg>(k0 + ld_key, d0 + ld_col));
-        const uint32_t row0 = fx_prmt(r[0], r[1], 0x6420u);  // Vᵀ row d0 + 2c: even bytes
-        const uint32_t row1 = fx_prmt(r[0], r[1], 0x7531u);  // row d0 + 2c + 1: odd bytes
-        const uint32_t row16 = fx_prmt(r[2], r[3], 0x6420u);
-        const uint32_t row17 = fx_prmt(r[2], r[3], 0x7531u);
-        fx_stmatrix_x4(vt + vt_offset<Cfg>(d0 + st_row, k0), row0, row1, row16, row17);
+        fx_ldmatrix_x4_trans(r,
+                             raw + raw_unit_base<Cfg>(k0, d0) + (lane_raw ^ (uint32_t)(d0 & 32)));
+        const uint32_t row0 = fx_prmt(r[0], r[1], sel_even);  // Vᵀ row d0 + 2c (+1 for c >= 4)
+        const uint32_t row1 = fx_prmt(r[0], r[1], sel_odd);   // the other one
+        const uint32_t row16 = fx_prmt(r[2], r[3], sel_even);
+        const uint32_t row17 = fx_prmt(r[2], r[3], sel_odd);
+        fx_stmatrix_x4(vt + vt_unit_base<Cfg>(k0, d0) + (lane_vt ^ (uint32_t)(k0 & 16)), row0, row1,
+                       row16, row17);
         /* END ASSIGNMENT */
     }
 }
@@ -405,7 +436,7 @@ __device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int threa
  * after which every read of the raw tile and write of the Vᵀ tile is done; one thread
  * arrives on v_full, which the consumers wait on as on a TMA-filled Vᵀ. Addresses come from
  * the plan's 32-bit shared base and offsetof, not from a generic pointer to it: the producer
- * runs at 24 registers, and a 64-bit pointer costs two.
+ * runs at 32 registers, and a 64-bit pointer costs two.
  */
 template <class Cfg>
 __device__ __forceinline__ void transpose_block(uint32_t smem_addr, PipelineState vt_write,
@@ -678,7 +709,8 @@ struct WgmmaE4m3;
             fx_wgmma_m64n##N##k32_rs_e4m3(d, a, db, acc);                                          \
         }                                                                                          \
     };
-FX_DEFINE_WGMMA_E4M3(64)   // O = P·V at head_dim 64, S at head_dim 256
+FX_DEFINE_WGMMA_E4M3(64)   // O = P·V at head_dim 64
+FX_DEFINE_WGMMA_E4M3(96)   // S at head_dim 256
 FX_DEFINE_WGMMA_E4M3(128)  // O at head_dim 128, S at head_dim 64
 FX_DEFINE_WGMMA_E4M3(192)  // S at head_dim 128
 FX_DEFINE_WGMMA_E4M3(256)  // O at head_dim 256
@@ -710,10 +742,13 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[Cfg::kAccO],
     fx_wgmma_commit();
 }
 
-/* P (fp32, in acc_s) to the e4m3 A fragments of the PV wgmma, in the natural key order that
- * a Vᵀ loaded by TMA has (the derivation above). Every lane of the warp must call it (the
- * shuffles). cvt.rn.satfinite: P <= 256 never saturates; it is the conversion the CPU
- * model's fx_e4m3_round emulates. */
+/* P (fp32, in acc_s) to the e4m3 A fragments of the PV wgmma (the derivation above). Each
+ * lane first packs, per 16-key half and row, its two pairs into one word W = e4m3(keys 2t,
+ * 2t+1) | e4m3(keys 8+2t, 9+2t) << 16. V transposed in the kernel (kTransposeV): Vᵀ's keys are
+ * in that order already (transpose_v), so W is the fragment register. V given transposed: Vᵀ
+ * is in the natural key order, and W moves across the quad, 2 shuffles and a prmt per
+ * register; every lane of the warp must call it then. cvt.rn.satfinite: P <= 256 never
+ * saturates; it is the conversion the CPU model's fx_e4m3_round emulates. */
 template <class Cfg>
 __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
                                        uint32_t (&p_frag)[Cfg::kPFrags][4], int lane)
@@ -730,11 +765,15 @@ __device__ __forceinline__ void pack_p(const float (&acc_s)[Cfg::kAccS],
             for (int h = 0; h < 2; ++h) {
                 const int j0 = 4 * kk + 2 * q;  // the half's first n8 block
                 const uint32_t w =
-                    fx_cvt_e4m3x2(acc_s[4 * j0 + 2 * h], acc_s[4 * j0 + 2 * h + 1]) |
-                    fx_cvt_e4m3x2(acc_s[4 * j0 + 4 + 2 * h], acc_s[4 * j0 + 4 + 2 * h + 1]) << 16;
-                const uint32_t x = __shfl_sync(kFullWarp, w, src_lo);
-                const uint32_t y = __shfl_sync(kFullWarp, w, src_hi);
-                p_frag[kk][h + 2 * q] = fx_prmt(x, y, keep);
+                    fx_pack_e4m3x4(acc_s[4 * j0 + 2 * h], acc_s[4 * j0 + 2 * h + 1],
+                                   acc_s[4 * j0 + 4 + 2 * h], acc_s[4 * j0 + 4 + 2 * h + 1]);
+                if constexpr (Cfg::kTransposeV) {
+                    p_frag[kk][h + 2 * q] = w;
+                } else {
+                    const uint32_t x = __shfl_sync(kFullWarp, w, src_lo);
+                    const uint32_t y = __shfl_sync(kFullWarp, w, src_hi);
+                    p_frag[kk][h + 2 * q] = fx_prmt(x, y, keep);
+                }
             }
 }
 /* END UNIT */
@@ -880,6 +919,10 @@ __device__ __forceinline__ void mainloop_turn(const ConsumerCtx &c, const Descal
         // O and the P fragments are PV_{j-1}'s operands: ours again only once it is done.
         fx_wgmma_wait<0>();
         fx_wgmma_fence_operand(acc_o);
+        // P (in acc_s) is converted into p_frag only now: without this fence ptxas may hoist
+        // the conversions above the wait, and PV_{j-1}'s fragments and P_j's are then live
+        // together (24 more registers at head_dim 128, which spill).
+        fx_wgmma_fence_operand(acc_s);
         if (c.lane == 0)
             fx_mbarrier_arrive(fx_smem_addr(&smem.v_empty[prev.stage]));
         softmax_rescale_o<Cfg>(acc_o, sm.alpha_o);
@@ -989,7 +1032,9 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     softmax_finalize<Cfg>(sm, acc_o, lse);
 
     unsigned char *sO = reinterpret_cast<unsigned char *>(smem.o);
-    const int local_row0 = c.consumer * kWgmmaM + c.warp_in_wg * kRowsPerWarp;
+    // This warp's first row in the O tile, consumer·64 + warp_in_wg·16, from row0: holding
+    // warp_in_wg across the mainloop cost a register that ptxas spilled (head_dim 256).
+    const int local_row0 = c.row0 - c.m_block * Cfg::kBlockM - c.lane / kLanesPerRow;
     const int g = c.lane / kLanesPerRow, t = c.lane % kLanesPerRow;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -1006,7 +1051,7 @@ __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &
     }
     fx_fence_proxy_async_smem();
     fx_named_barrier_sync(kBarrierEpilogue + (uint32_t)c.consumer, kEpilogueThreads);
-    if (c.warp_in_wg == 0 && c.lane == 0) {
+    if (local_row0 % kWgmmaM == 0 && c.lane == 0) {  // warp 0 of the warpgroup
         const uint32_t sOaddr = fx_smem_addr(smem.o);
 #pragma unroll
         for (int s = 0; s < Cfg::kSlabs; ++s)

@@ -24,7 +24,8 @@
  * first fill, waits on v_full as a consumer would, and copies the Vᵀ tile and the raw tile,
  * bytes as they lie in shared memory (swizzled), to vt_out and raw_out. The same block of
  * a host-transposed Vᵀ also lands by TMA as --fp8-vt loads it (load_vt; into K's first tile,
- * unused here), copied to tma_vt_out: the transpose must give exactly those bytes. */
+ * unused here), copied to tma_vt_out: the transpose must give exactly those bytes, each key's
+ * at its slot in P's order (transpose_test_slot). */
 template <class Cfg>
 static __global__ void __launch_bounds__(kWarpgroupThreads, 1)
     transpose_test_kernel(const __grid_constant__ CUtensorMap tma_v,
@@ -88,6 +89,16 @@ static uint32_t swizzle32_address(uint32_t a)
     return a ^ (((a >> 7) & 1u) << 4);
 }
 
+/* The k-slot of the transposed Vᵀ row at which key (of its tile) lies: the transpose writes
+ * the keys of each 16 in P's accumulator order, slot 4t + b holding key 2t + (b & 1) +
+ * 8·(b >> 1) (fwd.cu, "Where P must go"), so key k < 8 of the 16 is at 4·(k/2) + k%2 and
+ * k >= 8 at 4·((k−8)/2) + 2 + k%2. TMA's Vᵀ (--fp8-vt) keeps the natural order. */
+static int transpose_test_slot(int key)
+{
+    const int k = key % 16;
+    return key - k + 4 * ((k % 8) / 2) + 2 * (k / 8) + k % 2;
+}
+
 /* Counts a wrong byte and prints the first few of each kind. */
 static void transpose_test_report(long *wrong, const char *what, int d, int b, int h, int n,
                                   int key, int col, uint8_t got, uint8_t want)
@@ -105,10 +116,12 @@ static void transpose_test_report(long *wrong, const char *what, int d, int b, i
 
 /* Runs the test at one tile: V [2, seqlen_k, 3, head_dim] with seqlen_k = 2·kBlockN + 9 (a
  * tail of 9 keys, zero-filled by TMA). Checks every byte of the raw tile against the 64B
- * swizzle's address rule, of the transposed tile against the 32B rule, and the transposed
- * tile against what TMA loads from a host-transposed Vᵀ (--fp8-vt's map, rows padded to 16
- * keys). Prints the first mismatches and one line per head_dim. Returns the number of wrong
- * bytes, or -1 on a CUDA or encoding error (printed). */
+ * swizzle's address rule, of the transposed tile against the 32B rule with the keys in P's
+ * order, and the transposed tile against what TMA loads from a host-transposed Vᵀ (--fp8-vt's
+ * map, rows padded to 16 keys, natural order), key by key. Every (key, d) of a tile is one
+ * byte of each tile, so every byte of each is checked. Prints the first mismatches and one
+ * line per head_dim. Returns the number of wrong bytes, or -1 on a CUDA or encoding error
+ * (printed). */
 template <class Cfg>
 static long transpose_test_run(void)
 {
@@ -181,23 +194,27 @@ static long transpose_test_run(void)
                             tile + (c / kSlab8RowBytes) * Cfg::kBlockN * kSlab8RowBytes +
                             swizzle64_address(
                                 (uint32_t)(key * kSlab8RowBytes + c % kSlab8RowBytes));
+                        const int slot = transpose_test_slot(key);
                         const size_t vt_at = tile + (key / kSlabVtRowBytes) * d * kSlabVtRowBytes +
                                              swizzle32_address((uint32_t)(c * kSlabVtRowBytes +
                                                                           key % kSlabVtRowBytes));
+                        const size_t vt_slot_at =
+                            tile + (slot / kSlabVtRowBytes) * d * kSlabVtRowBytes +
+                            swizzle32_address(
+                                (uint32_t)(c * kSlabVtRowBytes + slot % kSlabVtRowBytes));
                         transpose_test_report(&wrong, "raw V (TMA's tile, 64B rule)", d, b, h, n,
                                               key, c, host[kOutRaw][raw_at], want);
-                        transpose_test_report(&wrong, "Vᵀ (transposed, 32B rule)", d, b, h, n, key,
-                                              c, host[kOutVt][vt_at], want);
+                        transpose_test_report(&wrong, "Vᵀ (transposed, 32B rule, P's order)", d, b,
+                                              h, n, key, c, host[kOutVt][vt_slot_at], want);
+                        if (host[kOutVt][vt_slot_at] != host[kOutTmaVt][vt_at] && ++wrong <= 8)
+                            printf("  head_dim %d: batch %d head %d block %d key %d d %d: "
+                                   "transposed 0x%02x, TMA's Vᵀ 0x%02x\n",
+                                   d, b, h, n, key, c, host[kOutVt][vt_slot_at],
+                                   host[kOutTmaVt][vt_at]);
                         transpose_test_report(&wrong, "Vᵀ by TMA (--fp8-vt, 32B rule)", d, b, h, n,
                                               key, c, host[kOutTmaVt][vt_at], want);
                     }
             }
-    // The two Vᵀ tiles must agree everywhere, padding bytes included (there are none: every
-    // byte of a tile is some (d, key); this catches a rule that maps two places to one).
-    for (size_t i = 0; i < out_bytes; ++i)
-        if (host[kOutVt][i] != host[kOutTmaVt][i] && ++wrong <= 8)
-            printf("  head_dim %d: tile byte %zu: transposed 0x%02x, TMA's Vᵀ 0x%02x\n", d, i,
-                   host[kOutVt][i], host[kOutTmaVt][i]);
     printf("self-test transpose_v, head_dim %d, kBlockN %d (%d blocks × %d heads × %d batches, "
            "seqlen_k %d): %s, %ld wrong bytes\n",
            d, Cfg::kBlockN, n_blocks, heads_kv, batch, seqlen_k, wrong ? "FAIL" : "PASS", wrong);

@@ -7,4 +7,4 @@
 #   where Vᵀ's belong
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 replace_once "$1/stages/10_fp8/fwd.cu" \
-    "fx_ldmatrix_x4_trans(r, raw + raw_v_offset" "fx_ldmatrix_x4(r, raw + raw_v_offset"
+    "fx_ldmatrix_x4_trans(r," "fx_ldmatrix_x4(r,"

@@ -9,11 +9,7 @@
 #   row-major cases (every other case; those with V given transposed bypass the transpose)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 replace_once "$1/stages/10_fp8/fwd.cu" \
-    "fx_prmt(r[0], r[1], 0x6420u);  // Vᵀ row d0 + 2c: even bytes
-        const uint32_t row1 = fx_prmt(r[0], r[1], 0x7531u);  // row d0 + 2c + 1: odd bytes
-        const uint32_t row16 = fx_prmt(r[2], r[3], 0x6420u);
-        const uint32_t row17 = fx_prmt(r[2], r[3], 0x7531u);" \
-    "fx_prmt(r[0], r[1], 0x5410u);  // Vᵀ row d0 + 2c: even bytes
-        const uint32_t row1 = fx_prmt(r[0], r[1], 0x7632u);  // row d0 + 2c + 1: odd bytes
-        const uint32_t row16 = fx_prmt(r[2], r[3], 0x5410u);
-        const uint32_t row17 = fx_prmt(r[2], r[3], 0x7632u);"
+    "const uint32_t sel_even = lane < 16 ? 0x6420u : 0x7531u;
+    const uint32_t sel_odd = lane < 16 ? 0x7531u : 0x6420u;" \
+    "const uint32_t sel_even = lane < 16 ? 0x5410u : 0x7632u;
+    const uint32_t sel_odd = lane < 16 ? 0x7632u : 0x5410u;"
