@@ -126,13 +126,17 @@ static fx_problem matrix_problem(const fx_shape *sh, int d, fx_dtype dt, int ind
     p.seed = fuzz ? fx_fresh_seed() : 1000u + (uint64_t)index;
     p.dist = (fx_dist)(index % FX_DIST_COUNT);
     if (dt == FX_E4M3) {
-        /* e4m3 (stage 10): the recipes in turn, with incoherent processing on every other
-         * case, and V's two layouts in turn: row-major (transposed in the kernel) on even
-         * cases, handed in transposed on odd ones, whose TMA row stride of seqlen_k bytes
-         * must be a multiple of 16 (the tails stay: no tile is 16 keys). */
-        p.fp8_scaling = (fx_fp8_scaling)(index % FX_FP8_SCALING_COUNT);
-        p.fp8_hadamard = (index / FX_FP8_SCALING_COUNT) % 2 == 1 && (d & (d - 1)) == 0;
+        /* e4m3 (stage 10): three digits of the case index in mixed radix, so that every 12
+         * cases see each combination once: V's layout (row-major, transposed in the kernel,
+         * on even cases; handed in transposed on odd ones, whose TMA row stride of seqlen_k
+         * bytes must be a multiple of 16: the tails stay, no tile is 16 keys), then the
+         * scaling recipe, then incoherent processing (head_dim a power of two). Until
+         * 2026-12-06 the recipe was index % 3 and the layout index % 2 with the Hadamard
+         * digit index / 3: the row-major cases never met per-tensor or per-block scaling
+         * with Hadamard. */
         p.fp8_v_transposed = index % 2 == 1;
+        p.fp8_scaling = (fx_fp8_scaling)((index / 2) % FX_FP8_SCALING_COUNT);
+        p.fp8_hadamard = (index / (2 * FX_FP8_SCALING_COUNT)) % 2 == 1 && (d & (d - 1)) == 0;
         if (p.fp8_v_transposed)
             p.seqlen_k = (p.seqlen_k + 15) / 16 * 16;
     }
