@@ -8,8 +8,10 @@
  * e4m3 in registers, and O stored in bf16. 8-bit wgmma reads K-major operands only, so V
  * must come as Vᵀ (keys contiguous): a row-major V (the default) is transposed in shared
  * memory by the producer warpgroup (transpose_v below), or V comes already transposed in
- * global memory (--fp8-vt); P's registers are rearranged to the k order that Vᵀ has (gemms
- * below: the derivation). Built on stage 08 rather than 09: 08 is one CTA per tile, so
+ * global memory (--fp8-vt). The 8-bit A fragment's k order is not the accumulator's: the
+ * transpose writes Vᵀ in P's order, so P is packed in place, while a Vᵀ given by the caller
+ * is in the natural order and P's registers move across the quad (gemms below: the
+ * derivation). Built on stage 08 rather than 09: 08 is one CTA per tile, so
  * `scripts/stage_diff.sh 08 10` shows FP8 alone, without the persistent scheduler.
  *
  * The shape every Hopper forward keeps (stage 05 settles it): the pipeline state, the block
@@ -108,8 +110,8 @@ struct Config {
  *    96 keys a block are 1.05-1.09x as fast on an H100 with V transposed in the kernel, and the
  *    shared memory fits because O shares its bytes with the raw V ring, below.)
  * FA3's e4m3 tiles (hopper/tile_size.h: 192×160, 128×224, 128×128; fx_fp8_tiles_for) spill
- * here: ptxas -v gave 176-196 bytes of spill stores at d=64, 152-156 at d=256, and 12 at
- * d=128 causal with 224 (docs/10_fp8.md). Registers after setmaxnreg: d=64, 512 threads,
+ * here: ptxas -v gave 176-196 bytes of spill stores at d=64, 132-172 at d=256 (by the
+ * register split and the nvcc build), and 12 at d=128 causal with 224 (docs/10_fp8.md). Registers after setmaxnreg: d=64, 512 threads,
  * producer 32, consumers 160 (stage 08's); d=128 and 256, 384 threads, producer 24 and
  * consumers 240 with V given transposed (stage 08's), producer 32 and consumers 232 where the
  * producer transposes V: two transpose units in flight and their lane terms do not fit 24,
@@ -680,8 +682,9 @@ __device__ __forceinline__ void softmax_finalize(const SoftmaxState &sm, float (
  *
  * Two ways out. The sum Σ_k P[m][k]·V[k][n] does not care in which order k runs, as long as
  * P's columns and Vᵀ's keys (the B operand's k) follow the same order: so either P moves to
- * the natural order, or the kernel writes Vᵀ in P's order. With V handed in as Vᵀ, TMA loads
- * it in the natural order and P must move (this version). Per 16-key half q (n8 blocks
+ * the natural order, or the kernel writes Vᵀ in P's order. V transposed in the kernel:
+ * transpose_v writes P's order, and W below is the fragment register as it is. With V handed
+ * in as Vᵀ, TMA loads it in the natural order and P must move. Per 16-key half q (n8 blocks
  * j0 = 4kk + 2q and j0 + 1) and row h, lane t packs its two pairs into one word
  *        W_t = e4m3(key 8·0 + 2t, 2t+1) | e4m3(key 8 + 2t, 9 + 2t) << 16
  * and needs keys 4t .. 4t+3, which lanes 2(t%2) and 2(t%2) + 1 hold: in their low pair when
@@ -1021,7 +1024,7 @@ __device__ __forceinline__ void producer_loop_transpose(const FwdParams &p,
  * against the async proxy (PTX ISA §9.7.13.4), the warpgroup's 128 threads meet, and one
  * thread stores the 64 × head_dim box, one TMA per 64-column slab; rows past seqlen_q lie
  * outside the tensor map and are dropped. The accumulator is in the natural head_dim order
- * (Vᵀ came by TMA, unpermuted), so O needs no un-permute here.
+ * (both Vᵀ paths permute keys at most, never head_dim columns), so O needs no un-permute.
  */
 template <class Cfg>
 __device__ __forceinline__ void epilogue(const ConsumerCtx &c, const FwdParams &p,

@@ -120,7 +120,8 @@ static void transpose_test_report(long *wrong, const char *what, int d, int b, i
  * order, and the transposed tile against what TMA loads from a host-transposed Vᵀ (--fp8-vt's
  * map, rows padded to 16 keys, natural order), key by key. Every (key, d) of a tile is one
  * byte of each tile, so every byte of each is checked. Prints the first mismatches and one
- * line per head_dim. Returns the number of wrong bytes, or -1 on a CUDA or encoding error
+ * line per head_dim. Returns the number of mismatches (a wrong byte counts once for each of
+ * the checks above it fails, so at most three times), or -1 on a CUDA or encoding error
  * (printed). */
 template <class Cfg>
 static long transpose_test_run(void)
@@ -216,7 +217,7 @@ static long transpose_test_run(void)
                     }
             }
     printf("self-test transpose_v, head_dim %d, kBlockN %d (%d blocks × %d heads × %d batches, "
-           "seqlen_k %d): %s, %ld wrong bytes\n",
+           "seqlen_k %d): %s, %ld mismatches\n",
            d, Cfg::kBlockN, n_blocks, heads_kv, batch, seqlen_k, wrong ? "FAIL" : "PASS", wrong);
 done:
     for (int i = 0; i < kBuffers; ++i) {
