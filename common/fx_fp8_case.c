@@ -160,7 +160,7 @@ static cudaError_t upload(void **dst, const void *src, size_t bytes, const char 
 
 static size_t descale_bytes(const fx_fp8_tensor *t)
 {
-    return (size_t)t->batch * t->heads * fx_fp8_tensor_blocks(t) * sizeof(float);
+    return fx_fp8_tensor_descales(t) * sizeof(float);
 }
 
 static cudaError_t device_make(const fx_ctx *c, const fx_problem *p, const fx_fp8_inputs *in,
