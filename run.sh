@@ -81,12 +81,10 @@ done
 # the one asked for.
 stage_args=() dtype_note=""
 stage_dtype() {
-    local bin=$1 text list run_dtype=$asked_dtype a
+    local bin=$1 list run_dtype=$asked_dtype a
     shift
     stage_args=() dtype_note=""
-    text=$(fx_stage_help "$bin" || true)
-    # The first "  dtype:" line (sed quits there: no reader that exits early in a pipe).
-    list=$(sed -n 's/^  dtype: *\([a-z0-9/]*\).*/\1/p;T;q' <<<"$text")
+    list=$(fx_stage_dtypes "$bin" || true)
     if ((!dtype_given)) && [[ -n $list && /$list/ != */$asked_dtype/* ]]; then
         run_dtype=${list%%/*}
         dtype_note="ran $run_dtype, not $asked_dtype (its --help: dtype: $list)"

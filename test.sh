@@ -16,6 +16,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
+# shellcheck source=scripts/stage_caps.sh
+source scripts/stage_caps.sh
 
 cmake -S . -B build -DFX_REQUIRE_CHECK=ON ${FX_CUDA_ARCHS:+"-DFX_CUDA_ARCHS=$FX_CUDA_ARCHS"}
 build_start=$(date +%s)
@@ -60,8 +62,8 @@ if ((gpu_skipped > 0)); then
     for bin in build/bin/stage_*; do
         [[ -x $bin ]] || continue
         # In the stage's first dtype (its --help's "  dtype:" line; stage 10 takes e4m3 alone).
-        help=$("$bin" --help 2>/dev/null || true)
-        dt=$(sed -n 's/^  dtype: *\([a-z0-9]*\).*/\1/p;T;q' <<<"$help")
+        dt=$(fx_stage_dtypes "$bin" || true)
+        dt=${dt%%/*}
         out=$("$bin" --check --batch 1 --heads 1 --seqlen 64 --head-dim 64 \
             ${dt:+--dtype "$dt"} 2>&1 || true)
         reason=$(sed -n '/skipped: /{s/.*skipped: //p;q;}' <<<"$out")

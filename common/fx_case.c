@@ -343,11 +343,15 @@ cudaError_t fx_bench_forward(const fx_ctx *c, const fx_problem *p, fx_run *r,
 
 /* ---- one case ------------------------------------------------------------------------ */
 
-/* --load: the inputs are the folder's, whatever seed and distribution its problem.txt names
- * (those describe how they were drawn, where they were). */
-static void print_loaded(const char *dir, bool backward)
+void fx_print_loaded(const fx_ctx *c, const fx_problem *p, bool backward)
 {
-    printf("  inputs: loaded from %s (q.bin, k.bin, v.bin%s)\n", dir, backward ? ", dout.bin" : "");
+    if (p->dtype == FX_E4M3)
+        printf("  inputs: loaded from %s (q.bin, k.bin, v.bin e4m3 codes; q_descale.f32, "
+               "k_descale.f32, v_descale.f32%s)\n",
+               c->opt.load, c->loaded.q ? "; q.f32, k.f32, v.f32" : "");
+    else
+        printf("  inputs: loaded from %s (q.bin, k.bin, v.bin%s)\n", c->opt.load,
+               backward ? ", dout.bin" : "");
 }
 
 int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_result *res)
@@ -373,7 +377,7 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p0, bool verbose, fx_case_res
     if (verbose)
         printf("%s %s%s: %s\n", c->self->id, "fwd", backward ? "+bwd" : "", line);
     if (verbose && c->opt.load)
-        print_loaded(c->opt.load, backward);
+        fx_print_loaded(c, p, backward);
 
     /* The checks read the inputs on the host; a run that only times draws them on the
      * device (the same numbers: fx_draw.h), which saves the host's drawing of every
@@ -488,7 +492,7 @@ int fx_run_cpu_case(const fx_ctx *c, const fx_problem *p)
     fx_problem_format(p, line, sizeof line);
     printf("%s cpu model %s%s: %s\n", s->id, "fwd", backward ? "+bwd" : "", line);
     if (c->opt.load)
-        print_loaded(c->opt.load, backward);
+        fx_print_loaded(c, p, backward);
     fx_case_host h;
     if (c->opt.load)
         h = c->loaded; /* the context's: not freed here */

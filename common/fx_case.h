@@ -25,7 +25,8 @@ typedef struct fx_ctx {
     const fx_stage *self;
     fx_options opt;
     fx_device_info dev;
-    fx_case_host loaded; /* --load: the inputs read from its folder (fx_load_case) */
+    fx_case_host loaded; /* --load: the inputs read from its folder (fx_load_case; e4m3:
+                          * fx_load_fp8_case) */
 } fx_ctx;
 
 /* What a case found, for the matrix's line and the CSV: max-abs errors (-1 where not
@@ -50,6 +51,12 @@ int fx_run_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_resu
  * error; *csv_ok turns false when the row is lost. */
 cudaError_t fx_bench_forward(const fx_ctx *c, const fx_problem *p, fx_run *r,
                              const fx_case_result *res, bool *csv_ok);
+
+/* --load: the report's line "inputs: loaded from DIR (FILES)", the files p's dtype reads
+ * (dout.bin when `backward`; e4m3: q.f32, k.f32, v.f32 where c->loaded has them). The inputs
+ * are the folder's, whatever seed and distribution its problem.txt names: those say how they
+ * were drawn, where they were. */
+void fx_print_loaded(const fx_ctx *c, const fx_problem *p, bool backward);
 
 /* Runs p through c->self's CPU model (--cpu; no GPU) and checks it against the fp64
  * reference; e4m3 through stage 10's model (fx_run_fp8_cpu_case, fx_fp8_case.h). Returns 0

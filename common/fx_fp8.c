@@ -126,7 +126,7 @@ fx_fp8_tensor fx_fp8_tensor_alloc(int batch, int seqlen, int heads, int head_dim
     }
     fx_fp8_tensor t = {batch, seqlen, heads, head_dim, block_rows, NULL, NULL};
     t.codes = xcalloc(fx_fp8_tensor_numel(&t), 1);
-    t.descale = xcalloc((size_t)batch * heads * fx_fp8_tensor_blocks(&t), sizeof(float));
+    t.descale = xcalloc(fx_fp8_tensor_descales(&t), sizeof(float));
     return t;
 }
 
@@ -146,6 +146,11 @@ size_t fx_fp8_tensor_numel(const fx_fp8_tensor *t)
 int fx_fp8_tensor_blocks(const fx_fp8_tensor *t)
 {
     return (t->seqlen + t->block_rows - 1) / t->block_rows;
+}
+
+size_t fx_fp8_tensor_descales(const fx_fp8_tensor *t)
+{
+    return (size_t)t->batch * t->heads * fx_fp8_tensor_blocks(t);
 }
 
 float fx_fp8_descale(float amax)

@@ -103,7 +103,8 @@ typedef struct fx_fp8_tensor {
 fx_fp8_tensor fx_fp8_tensor_alloc(int batch, int seqlen, int heads, int head_dim, int block_rows);
 void fx_fp8_tensor_free(fx_fp8_tensor *t);
 size_t fx_fp8_tensor_numel(const fx_fp8_tensor *t);
-int fx_fp8_tensor_blocks(const fx_fp8_tensor *t); /* n_blocks per (batch, head) */
+int fx_fp8_tensor_blocks(const fx_fp8_tensor *t);      /* n_blocks per (batch, head) */
+size_t fx_fp8_tensor_descales(const fx_fp8_tensor *t); /* batch·heads·n_blocks */
 
 /* The descale of a set whose largest magnitude is amax (finite, >= 0): amax/448 in fp32,
  * and 0 for amax 0. Dividing a member by it gives at most 448 in magnitude up to one fp32

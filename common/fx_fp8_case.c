@@ -18,6 +18,7 @@
 #include "fx_msg.h"
 #include "fx_reference.h"
 #include "fx_run.h"
+#include "fx_save.h"
 
 /* The (batch, head) slices the checks evaluate, every row of each: all of them while the
  * three CPU passes (two fp64 references and the model) stay within this many multiply-adds
@@ -71,16 +72,18 @@ static float *draw_f32(const fx_problem *p, fx_tensor_id id, size_t n)
     return x;
 }
 
-/* One case's inputs on the host: Q, K, V drawn in fp32 and their e4m3 codes and descales by
- * p's recipe (fp8_scaling, fp8_hadamard with the seed's signs) in c->self's tiles. What the GPU
- * case hands the kernel and --cpu hands the model: the same numbers for the same problem. */
-typedef struct fp8_host {
-    float *q, *k, *v;
-    fx_fp8_inputs in;
-} fp8_host;
-
-static void host_make(const fx_ctx *c, const fx_problem *p, fp8_host *h)
+/* One case's inputs on the host (fx_case_host's e4m3 members): Q, K, V drawn in fp32 and their
+ * e4m3 codes and descales by p's recipe (fp8_scaling, fp8_hadamard with the seed's signs) in
+ * c->self's tiles; with --load, the folder's (c->loaded, fx_load_fp8_case), which host_free
+ * leaves to fx_main. What the GPU case hands the kernel and --cpu hands the model: the same
+ * numbers for the same problem. */
+static void host_make(const fx_ctx *c, const fx_problem *p, fx_case_host *h)
 {
+    if (c->opt.load) {
+        *h = c->loaded;
+        return;
+    }
+    memset(h, 0, sizeof *h);
     h->q = draw_f32(p, FX_T_Q, fx_numel_q(p));
     h->k = draw_f32(p, FX_T_K, fx_numel_kv(p));
     h->v = draw_f32(p, FX_T_V, fx_numel_kv(p));
@@ -88,23 +91,20 @@ static void host_make(const fx_ctx *c, const fx_problem *p, fp8_host *h)
                                   .incoherent = p->fp8_hadamard,
                                   .sign_seed = p->seed,
                                   .tiles = c->self->fp8_tiles(p->head_dim)};
-    fx_fp8_prepare(p, h->q, h->k, h->v, recipe, &h->in);
+    fx_fp8_prepare(p, h->q, h->k, h->v, recipe, &h->fp8);
 }
 
-static void host_free(fp8_host *h)
+static void host_free(const fx_ctx *c, fx_case_host *h)
 {
-    fx_fp8_inputs_free(&h->in);
-    free(h->q);
-    free(h->k);
-    free(h->v);
-    memset(h, 0, sizeof *h);
+    if (!c->opt.load)
+        fx_host_free(h);
 }
 
-/* The options e4m3 does not take, and a stage without fp8 tiles: a usage error (fx_error). */
+/* The option e4m3 does not take, and a stage without fp8 tiles: a usage error (fx_error). */
 static bool refused(const fx_ctx *c)
 {
-    if (c->opt.backward || c->opt.save || c->opt.load || !c->self->fp8_tiles) {
-        fx_error("e4m3 has no backward, --save or --load, and needs a stage with fp8 tiles");
+    if (c->opt.backward || !c->self->fp8_tiles) {
+        fx_error("e4m3 has no backward, and needs a stage with fp8 tiles");
         return true;
     }
     return false;
@@ -160,7 +160,7 @@ static cudaError_t upload(void **dst, const void *src, size_t bytes, const char 
 
 static size_t descale_bytes(const fx_fp8_tensor *t)
 {
-    return (size_t)t->batch * t->heads * fx_fp8_tensor_blocks(t) * sizeof(float);
+    return fx_fp8_tensor_descales(t) * sizeof(float);
 }
 
 static cudaError_t device_make(const fx_ctx *c, const fx_problem *p, const fx_fp8_inputs *in,
@@ -400,11 +400,23 @@ static cudaError_t check_prev(const fx_ctx *c, const fx_problem *p, const fp8_sl
     return err;
 }
 
-/* The checks of fx_fp8_case.h on one run's outputs o_h, lse_h. */
-static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const float *q, const float *k,
-                              const float *v, const fx_fp8_inputs *in, const float *o_h,
-                              const float *lse_h, bool verbose, bool *pass, fx_case_result *res)
+/* The report's lines against fp64 on the fp32 inputs need those inputs: a loaded folder
+ * without q.f32, k.f32, v.f32 has none (fx_load.h), and the report says so instead. */
+static void print_no_fp32_inputs(const fx_ctx *c)
 {
+    printf("  vs fp64 on fp32 inputs:  n/a (%s has no q.f32, k.f32, v.f32: the inputs before "
+           "quantization)\n",
+           c->opt.load);
+}
+
+/* The checks of fx_fp8_case.h on one run's outputs o_h, lse_h; h's fp32 inputs (NULL when
+ * loaded without them) for the unjudged lines. */
+static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const fx_case_host *h,
+                              const float *o_h, const float *lse_h, bool verbose, bool *pass,
+                              fx_case_result *res)
+{
+    const fx_fp8_inputs *in = &h->fp8;
+    const bool fp32_inputs = h->q != NULL;
     const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
     const int sq = p->seqlen_q, d = p->head_dim;
     fp8_slices s;
@@ -418,15 +430,19 @@ static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const float 
     double *dq_o = fx_xmalloc(rows * d * sizeof(double)), *dq_l = fx_xmalloc(rows * sizeof(double));
     double *f_o = fx_xmalloc(rows * d * sizeof(double)), *f_l = fx_xmalloc(rows * sizeof(double));
     reference_slices(p, &s, qd, kd, vd, dq_o, dq_l);
-    reference_slices(p, &s, q, k, v, f_o, f_l);
     float *m_o = fx_xmalloc(nq * sizeof(float)), *m_l = fx_xmalloc(nl * sizeof(float));
     const size_t past = fx_fp8_forward_slices(p, in, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(), s.n,
                                               s.b, s.h, m_o, m_l);
 
     const fp8_errs st_dq = slice_errors(p, &s, o_h, lse_h, dq_o, dq_l);
     const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, dq_o, dq_l);
-    const fp8_errs st_f = slice_errors(p, &s, o_h, lse_h, f_o, f_l);
-    const fp8_errs md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+    static const fp8_errs none; /* zeros: the lines below are left out without the inputs */
+    fp8_errs st_f = none, md_f = none;
+    if (fp32_inputs) {
+        reference_slices(p, &s, h->q, h->k, h->v, f_o, f_l);
+        st_f = slice_errors(p, &s, o_h, lse_h, f_o, f_l);
+        md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+    }
     /* The stage against the model, as if the model were the reference (fp32 values). */
     fx_err_acc am, aml;
     fx_err_acc_init(&am);
@@ -462,12 +478,16 @@ static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const float 
         print_err("    CPU model vs the same:", md_dq.o);
         print_judged("LSE vs fp64 on dequantized:", st_dq.lse, lse_bound, lse_pass);
         print_err("    CPU model vs the same:", md_dq.lse);
-        print_err("O   vs fp64 on fp32 inputs:", st_f.o);
-        print_err("    CPU model vs the same:", md_f.o);
-        print_err("LSE vs fp64 on fp32 inputs:", st_f.lse);
+        if (fp32_inputs) {
+            print_err("O   vs fp64 on fp32 inputs:", st_f.o);
+            print_err("    CPU model vs the same:", md_f.o);
+            print_err("LSE vs fp64 on fp32 inputs:", st_f.lse);
+        } else {
+            print_no_fp32_inputs(c);
+        }
         print_err("O   vs CPU model:", st_md);
         print_err("LSE vs CPU model:", st_mdl);
-        if (md_f.o.rmse > 0)
+        if (fp32_inputs && md_f.o.rmse > 0)
             printf("  RMSE of O vs fp64 on fp32 inputs, stage / CPU model: %.4f\n",
                    st_f.o.rmse / md_f.o.rmse);
         if (nan_o || nan_l)
@@ -523,28 +543,29 @@ int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_
     fx_problem_format(p, line, sizeof line);
     if (verbose)
         printf("%s fwd: %s\n", c->self->id, line);
+    if (verbose && c->opt.load)
+        fx_print_loaded(c, p, false);
     const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p);
-    fp8_host h;
+    fx_case_host h;
     host_make(c, p, &h);
-    const float *q = h.q, *k = h.k, *v = h.v;
-    const fx_fp8_inputs in = h.in;
     fp8_device d;
     float *o_h = fx_xmalloc(nq * sizeof(float)), *lse_h = fx_xmalloc(nl * sizeof(float));
+    const fx_outputs outputs = {.o_h = o_h, .lse_h = lse_h};
     int rc = FX_EXIT_FAIL;
     bool pass = true, csv_ok = true;
-    cudaError_t err = device_make(c, p, &in, &d);
+    cudaError_t err = device_make(c, p, &h.fp8, &d);
     if (err == cudaErrorMemoryAllocation) {
         rc = FX_EXIT_USAGE;
         goto out;
     }
     if (err || (err = run_once(p, &d, o_h, lse_h)))
         goto out;
-    if (c->opt.check && (err = check_case(c, p, q, k, v, &in, o_h, lse_h, verbose, &pass, res)))
+    if (c->opt.check && (err = check_case(c, p, &h, o_h, lse_h, verbose, &pass, res)))
         goto out;
-    if (c->opt.digest) {
-        fx_outputs digest = {.o_h = o_h, .lse_h = lse_h};
-        fx_print_digest(p, &digest, false);
-    }
+    if (c->opt.digest)
+        fx_print_digest(p, &outputs, false);
+    if (c->opt.save && fx_save_case(c->opt.save, c->self->id, p, &h, &outputs, false) != 0)
+        goto out; /* rc stays FX_EXIT_FAIL: the file was named */
     if (c->opt.repeat > 1 && (err = repeat_check(p, &d, o_h, lse_h, c->opt.repeat, verbose, &pass)))
         goto out;
     res->pass = pass;
@@ -555,7 +576,7 @@ int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_
         printf("  %s\n", pass ? "PASS" : "FAIL");
 out:
     device_free(&d);
-    host_free(&h);
+    host_free(c, &h);
     free(o_h);
     free(lse_h);
     err = cudaGetLastError();
@@ -638,33 +659,33 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
         return FX_EXIT_USAGE;
     fx_problem_format(p, line, sizeof line);
     printf("%s cpu model fwd: %s\n", c->self->id, line);
+    if (c->opt.load)
+        fx_print_loaded(c, p, false);
     const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
     const int sq = p->seqlen_q, d = p->head_dim;
-    fp8_host h;
+    fx_case_host h;
     host_make(c, p, &h);
     fp8_slices s;
     choose_slices(p, c->opt.ref_slices, &s);
     float *qd = fx_xmalloc(nq * sizeof(float)), *kd = fx_xmalloc(nkv * sizeof(float)),
           *vd = fx_xmalloc(nkv * sizeof(float));
-    fx_fp8_dequantize(&h.in.q, qd);
-    fx_fp8_dequantize(&h.in.k, kd);
-    fx_fp8_dequantize(&h.in.v, vd);
+    fx_fp8_dequantize(&h.fp8.q, qd);
+    fx_fp8_dequantize(&h.fp8.k, kd);
+    fx_fp8_dequantize(&h.fp8.v, vd);
     const size_t rows = (size_t)s.n * sq;
     double *dq_o = fx_xmalloc(rows * d * sizeof(double)), *dq_l = fx_xmalloc(rows * sizeof(double));
     double *f_o = fx_xmalloc(rows * d * sizeof(double)), *f_l = fx_xmalloc(rows * sizeof(double));
     float *e_o = fx_xmalloc(rows * d * sizeof(float)), *e_l = fx_xmalloc(rows * sizeof(float));
     reference_slices(p, &s, qd, kd, vd, dq_o, dq_l);
-    reference_slices(p, &s, h.q, h.k, h.v, f_o, f_l);
-    emulate_slices(p, &s, &h.in, vd, e_o, e_l);
+    emulate_slices(p, &s, &h.fp8, vd, e_o, e_l);
     /* The model writes the chosen slices' rows; the rest stay NaN (every byte 0xff), read
-     * by --digest alone. */
+     * by --digest and --save alone. */
     float *m_o = fx_xmalloc(nq * sizeof(float)), *m_l = fx_xmalloc(nl * sizeof(float));
     memset(m_o, 0xff, nq * sizeof(float));
     memset(m_l, 0xff, nl * sizeof(float));
-    const size_t past = fx_fp8_forward_slices(p, &h.in, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(), s.n,
-                                              s.b, s.h, m_o, m_l);
+    const size_t past = fx_fp8_forward_slices(p, &h.fp8, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(),
+                                              s.n, s.b, s.h, m_o, m_l);
     const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, dq_o, dq_l);
-    const fp8_errs md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
     const fp8_errs em_dq = {fx_compare_f64(e_o, dq_o, rows * d), fx_compare_f64(e_l, dq_l, rows)};
 
     /* The rule of every stage's --cpu (fx_check_forward): the model as the stage, the
@@ -672,11 +693,11 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     double o_bound = 0, lse_bound = 0;
     const bool o_pass = fx_pass(md_dq.o, em_dq.o, FX_BF16, &o_bound);
     const bool lse_pass = fx_pass_lse(md_dq.lse, em_dq.lse, &lse_bound);
-    const bool pass = o_pass && lse_pass && past == 0;
+    bool pass = o_pass && lse_pass && past == 0;
     printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d; the model "
            "sums as Hopper's e4m3 wgmma (%s)%s\n",
            s.n, rows, fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
-           h.in.q.block_rows, h.in.k.block_rows, FX_FP8_ACC_HOPPER_E4M3,
+           h.fp8.q.block_rows, h.fp8.k.block_rows, FX_FP8_ACC_HOPPER_E4M3,
            p->fp8_v_transposed ? "; --fp8-vt is V's layout for the kernel: the model reads the "
                                  "same codes"
                                : "");
@@ -684,16 +705,23 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     print_err("    emulation vs the same:", em_dq.o);
     print_judged("LSE vs fp64 on dequantized:", md_dq.lse, lse_bound, lse_pass);
     print_err("    emulation vs the same:", em_dq.lse);
-    print_err("O   vs fp64 on fp32 inputs:", md_f.o);
-    print_err("LSE vs fp64 on fp32 inputs:", md_f.lse);
+    if (h.q) {
+        reference_slices(p, &s, h.q, h.k, h.v, f_o, f_l);
+        const fp8_errs md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+        print_err("O   vs fp64 on fp32 inputs:", md_f.o);
+        print_err("LSE vs fp64 on fp32 inputs:", md_f.lse);
+    } else {
+        print_no_fp32_inputs(c);
+    }
     if (past)
         printf("  %zu rows past the fast range (|R| >= 2^24), which the model does not "
                "handle: FAIL\n",
                past);
-    if (c->opt.digest) {
-        fx_outputs digest = {.o_h = m_o, .lse_h = m_l};
-        fx_print_digest(p, &digest, false);
-    }
+    const fx_outputs outputs = {.o_h = m_o, .lse_h = m_l};
+    if (c->opt.digest)
+        fx_print_digest(p, &outputs, false);
+    if (c->opt.save && fx_save_case(c->opt.save, c->self->id, p, &h, &outputs, false) != 0)
+        pass = false; /* the file was named */
     printf("  %s: the CPU model against fp64 on the dequantized inputs, held to 2x the "
            "emulation's error (standard attention in e4m3); no kernel ran\n",
            pass ? "PASS" : "FAIL");
@@ -708,6 +736,6 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     free(e_l);
     free(m_o);
     free(m_l);
-    host_free(&h);
+    host_free(c, &h);
     return pass ? FX_EXIT_OK : FX_EXIT_FAIL;
 }

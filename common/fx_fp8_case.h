@@ -3,12 +3,15 @@
  *
  * The inputs are drawn in fp32 (fx_draw.h: the same numbers the 16-bit stages round), then
  * prepared by the problem's recipe (fx_problem.h: fp8_scaling, fp8_hadamard; fx_fp8_prepare):
- * e4m3 codes and fp32 descales. The stage runs on the codes and descales (V transposed on the
- * host when p->fp8_v_transposed). Its bf16 O and fp32 LSE are then compared, on sampled
- * (batch, head) slices, all rows of each, with
+ * e4m3 codes and fp32 descales; or, with --load DIR, the codes, descales and (where DIR has
+ * them) fp32 inputs are DIR's (fx_load_fp8_case), and --save DIR writes them (fx_save.h), so
+ * that a case saved and loaded runs on the same bits. The stage runs on the codes and
+ * descales (V transposed on the host when p->fp8_v_transposed). Its bf16 O and fp32 LSE are
+ * then compared, on sampled (batch, head) slices, all rows of each, with
  *   - the fp64 reference on the dequantized inputs (descale·e4m3(code)): the pass rule below;
  *   - the fp64 reference on the fp32 inputs before quantization: the error a user sees (the
- *     FA3 paper's Table 3 measures this one), reported, not judged;
+ *     FA3 paper's Table 3 measures this one), reported, not judged (n/a for a loaded folder
+ *     without them);
  *   - the CPU model of the algorithm (fx_fp8_model.h) on the same codes and descales, which
  *     is the emulation of the pass rule and is reported against both references and the
  *     stage;
@@ -41,10 +44,10 @@ extern "C" {
 #endif
 
 /* Runs the e4m3 problem p (which c->self's capabilities cover) through c->self on the GPU
- * (device open): the checks above when c->opt.check, --repeat, --bench and --csv as asked.
- * Prints the report when `verbose`. Returns as fx_run_case: 0 pass, 1 fail (a check, a
- * CUDA error, a lost CSV row), 2 too large for device memory or an option e4m3 does not take
- * (--bwd, --save, --load). */
+ * (device open): the checks above when c->opt.check, --digest, --save, --repeat, --bench and
+ * --csv as asked, on c->loaded with --load. Prints the report when `verbose`. Returns as
+ * fx_run_case: 0 pass, 1 fail (a check, a CUDA error, a lost CSV row, a file --save could not
+ * write), 2 too large for device memory or an option e4m3 does not take (--bwd). */
 int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_result *res);
 
 /* --cpu at e4m3: the same inputs (drawn and quantized as above) through the CPU model alone,
@@ -56,8 +59,9 @@ int fx_run_fp8_case(const fx_ctx *c, const fx_problem *p, bool verbose, fx_case_
  * fp32 then bf16: the 16-bit baseline of fx_emu_forward_rows with e4m3's P). The model
  * against fp64 on the fp32 inputs is reported, not judged. What it does not check: the
  * kernel (none runs), nor the model against the hardware (tests/gpu/fp8_acc_probe.cu and
- * every GPU case do). Prints the report; returns 0 pass, 1 fail, 2 an option e4m3 does not
- * take (--bwd, --save, --load). */
+ * every GPU case do). --load and --save as for the GPU case (--save writes the model's O and
+ * LSE: the checked slices' rows, NaN elsewhere). Prints the report; returns 0 pass, 1 fail (a
+ * check, or a file --save could not write), 2 an option e4m3 does not take (--bwd). */
 int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p);
 
 #ifdef __cplusplus

@@ -113,6 +113,21 @@ static int main_gpu(fx_ctx *c)
     return worst;
 }
 
+/* --load: the folder's inputs into c->loaded, read as problem.txt's dtype says (e4m3: in
+ * blocks of the stage's tiles). A stage without e4m3 tiles at this head_dim reads nothing:
+ * its capability check refuses the problem next. 0, or FX_EXIT_USAGE with why. */
+static int load_inputs(fx_ctx *c, char *why, size_t why_len)
+{
+    const fx_problem *p = &c->opt.problem;
+    if (p->dtype != FX_E4M3)
+        return fx_load_case(c->opt.load, p, c->opt.backward, &c->loaded, why, why_len);
+    const fx_fp8_tiles tiles =
+        c->self->fp8_tiles ? c->self->fp8_tiles(p->head_dim) : (fx_fp8_tiles){0, 0};
+    if (tiles.block_m <= 0 || tiles.block_n <= 0)
+        return 0;
+    return fx_load_fp8_case(&c->opt, tiles, &c->loaded, why, why_len);
+}
+
 /* The GPU path after the options: the CSV file, the capabilities, then the device. */
 static int main_checked(fx_ctx *c)
 {
@@ -180,8 +195,7 @@ int fx_main(int argc, char **argv, const fx_stage *const *stages, int n_stages)
         return FX_EXIT_USAGE;
     }
     /* Bad input files are usage errors, decided before the device is opened. */
-    if (c.opt.load &&
-        fx_load_case(c.opt.load, &c.opt.problem, c.opt.backward, &c.loaded, why, sizeof why)) {
+    if (c.opt.load && load_inputs(&c, why, sizeof why)) {
         fx_error("%s", why);
         return FX_EXIT_USAGE;
     }

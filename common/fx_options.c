@@ -127,14 +127,16 @@ static const fx_option_spec table[] = {
           "print a hash of O and LSE (and of dQ, dK, dV with --bwd): two builds\n"
           "gave the same bits when their digests match")},
     {VALUE("--save", FX_OPT_FILE, "DIR", FIELD(save), FX_OPT_MODE,
-           "write the case's inputs (dtype bits) and the stage's outputs (fp32)\n"
-           "to the folder DIR, made if missing, with problem.txt: another program\n"
-           "can then compare its results with the stage's bit for bit (implies --check)",
+           "write the case's inputs (dtype bits; e4m3: the codes, the descales and\n"
+           "the fp32 inputs before quantization) and the stage's outputs (fp32) to\n"
+           "the folder DIR, made if missing, with problem.txt: another program can\n"
+           "then compare its results with the stage's bit for bit (implies --check)",
            "")},
     {VALUE("--load", FX_OPT_FILE, "DIR", FIELD(load), FX_OPT_MODE,
            "run on the inputs in the folder DIR instead of drawn ones: the problem\n"
-           "from DIR/problem.txt, Q, K, V (and dO with --bwd) from its .bin files,\n"
-           "as --save writes them (docs/harness.md, \"--load\"; implies --check)",
+           "from DIR/problem.txt, Q, K, V (and dO with --bwd) from its .bin files\n"
+           "(e4m3: and their descales), as --save writes them (docs/harness.md,\n"
+           "\"--load\"; implies --check)",
            "")},
     {FLAG("--matrix", NULL, FIELD(matrix), FX_OPT_MODE,
           "the GPU test matrix generated from the capabilities")},

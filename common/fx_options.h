@@ -55,6 +55,9 @@ typedef struct fx_options {
     const char *csv;   /* append result rows to this file */
     const char *save;  /* --save DIR: write the case's inputs and outputs there (fx_save.h) */
     const char *load;  /* --load DIR: the problem and inputs from there (fx_load.h) */
+    /* --load of e4m3: the rows per descale block that DIR/problem.txt names (fp8_block_m of
+     * Q, fp8_block_n of K and V); 0 0 otherwise. fx_load_fp8_case holds them to the stage's. */
+    fx_fp8_tiles fp8_blocks;
     /* --seqlens-q, --seqlens-k, --seqused-k: per-sequence lengths, n_* of each (0: not
      * given). fx_options_parse makes the problem a variable-length batch from them; its
      * cu_seqlens_q/k and seqused_k then point into cu_seqlens_q/k and seqused_k here, so

@@ -34,6 +34,7 @@ void fx_host_free(fx_case_host *h)
     free(h->kb);
     free(h->vb);
     free(h->dob);
+    fx_fp8_inputs_free(&h->fp8);
     memset(h, 0, sizeof *h);
 }
 

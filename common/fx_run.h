@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "fx_fp8_model.h" /* fx_fp8_inputs */
 #include "fx_problem.h"
 #include "fx_stage.h"
 
@@ -29,10 +30,15 @@ void *fx_xmalloc(size_t n);
 
 /* The inputs on the host: float (rounded to the dtype, what the reference and the CPU
  * models read) and the same values' 16-bit patterns (what is copied to the device). dO
- * and its bits are NULL without a backward. Shapes: fx_problem.h. */
+ * and its bits are NULL without a backward. Shapes: fx_problem.h.
+ * e4m3 (common/fx_fp8_case.c): the bits are NULL and fp8 holds the e4m3 codes and fp32
+ * descales the kernel and the model read; q, k, v are then the fp32 inputs before
+ * quantization (and before incoherent processing), which only the report's "on fp32
+ * inputs" lines read: NULL where a loaded folder has none (fx_load.h). */
 typedef struct fx_case_host {
     float *q, *k, *v, *dout;
     uint16_t *qb, *kb, *vb, *dob;
+    fx_fp8_inputs fp8; /* e4m3 only; zeroed otherwise */
 } fx_case_host;
 
 /* Draws Q, K, V (and dO when `backward`) for p into h, for a checked run: each as float
@@ -42,7 +48,7 @@ typedef struct fx_case_host {
  * (fx_inputs_make draws them on the device, fx_fill_bits_device: the bits fx_fill_bits
  * would write). */
 void fx_host_make(const fx_problem *p, bool backward, fx_case_host *h);
-/* Frees h's arrays and zeroes it. */
+/* Frees h's arrays (fp8's too) and zeroes it. */
 void fx_host_free(fx_case_host *h);
 
 /* The inputs on the device, for problem p (which must outlive them); dout NULL without

@@ -64,7 +64,8 @@ static void write_list(FILE *f, const char *key, const int *x, int n)
     fprintf(f, "\n");
 }
 
-static int write_problem(const char *dir, const char *stage_id, const fx_problem *p, bool backward)
+static int write_problem(const char *dir, const char *stage_id, const fx_problem *p,
+                         const fx_case_host *h, bool backward)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/problem.txt", dir);
@@ -88,11 +89,37 @@ static int write_problem(const char *dir, const char *stage_id, const fx_problem
         if (p->seqused_k)
             write_list(f, "seqused_k", p->seqused_k, p->batch);
     }
+    if (p->dtype == FX_E4M3)
+        fprintf(f, "fp8_scaling=%s\nhadamard=%d\nfp8_vt=%d\nfp8_block_m=%d\nfp8_block_n=%d\n",
+                fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? 1 : 0,
+                p->fp8_v_transposed ? 1 : 0, h->fp8.q.block_rows, h->fp8.k.block_rows);
     if (fclose(f) != 0) {
         fx_error("--save: writing %s failed", path);
         return 1;
     }
     return 0;
+}
+
+/* e4m3: each tensor's codes (name.bin) and descales (name_descale.f32), and its fp32 values
+ * before quantization (name.f32) where h has them. */
+static int write_fp8_inputs(const char *dir, const fx_case_host *h)
+{
+    const fx_fp8_tensor *t[3] = {&h->fp8.q, &h->fp8.k, &h->fp8.v};
+    const float *x[3] = {h->q, h->k, h->v};
+    static const char *const names[3] = {"q", "k", "v"};
+    int bad = 0;
+    for (int i = 0; i < 3 && !bad; ++i) {
+        char file[32];
+        snprintf(file, sizeof file, "%s.bin", names[i]);
+        bad = write_array(dir, file, t[i]->codes, 1, fx_fp8_tensor_numel(t[i]));
+        snprintf(file, sizeof file, "%s_descale.f32", names[i]);
+        bad = bad ||
+              write_array(dir, file, t[i]->descale, sizeof(float), fx_fp8_tensor_descales(t[i]));
+        snprintf(file, sizeof file, "%s.f32", names[i]);
+        bad =
+            bad || (x[i] && write_array(dir, file, x[i], sizeof(float), fx_fp8_tensor_numel(t[i])));
+    }
+    return bad;
 }
 
 int fx_save_case(const char *dir, const char *stage_id, const fx_problem *p, const fx_case_host *h,
@@ -101,10 +128,14 @@ int fx_save_case(const char *dir, const char *stage_id, const fx_problem *p, con
     /* Q, dQ, K, dK: head_dim columns; V, dV, O, dO: head_dim_v (fx_problem.h). */
     const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nv = fx_numel_v(p);
     const size_t no = fx_numel_o(p), nl = fx_numel_lse(p);
-    int bad = write_problem(dir, stage_id, p, backward);
-    bad = bad || write_array(dir, "q.bin", h->qb, sizeof(uint16_t), nq);
-    bad = bad || write_array(dir, "k.bin", h->kb, sizeof(uint16_t), nkv);
-    bad = bad || write_array(dir, "v.bin", h->vb, sizeof(uint16_t), nv);
+    int bad = write_problem(dir, stage_id, p, h, backward);
+    if (p->dtype == FX_E4M3) {
+        bad = bad || write_fp8_inputs(dir, h);
+    } else {
+        bad = bad || write_array(dir, "q.bin", h->qb, sizeof(uint16_t), nq);
+        bad = bad || write_array(dir, "k.bin", h->kb, sizeof(uint16_t), nkv);
+        bad = bad || write_array(dir, "v.bin", h->vb, sizeof(uint16_t), nv);
+    }
     bad = bad || write_array(dir, "o.f32", o->o_h, sizeof(float), no);
     bad = bad || write_array(dir, "lse.f32", o->lse_h, sizeof(float), nl);
     if (backward) {

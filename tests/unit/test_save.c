@@ -1,8 +1,8 @@
 /*
  * test_save.c — --save DIR (fx_save.h): the files hold exactly the bits they were given, in
  * the sizes the problem implies; problem.txt reads back the problem, the softmax scale to the
- * last bit and a varlen batch's offsets; a folder that cannot be made or written is refused
- * before any run with the system's reason.
+ * last bit, a varlen batch's offsets and e4m3's recipe and descale blocks; a folder that
+ * cannot be made or written is refused before any run with the system's reason.
  */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <check.h>
@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fx_gpu.h" /* FX_EXIT_USAGE */
+#include "fx_fp8_model.h" /* fx_fp8_inputs_free */
+#include "fx_gpu.h"       /* FX_EXIT_USAGE */
 #include "fx_save.h"
 
 static char folder[64];
@@ -199,6 +200,87 @@ START_TEST(save_head_dim_v)
 }
 END_TEST
 
+/* e4m3: the codes (one byte each, V in K's layout whatever fp8_vt), the descales per block,
+ * the fp32 inputs where the case has them, and the recipe's keys. */
+START_TEST(save_e4m3)
+{
+    make_folder();
+    fx_problem p = fx_problem_default();
+    p.dtype = FX_E4M3;
+    p.batch = 2;
+    p.seqlen_q = 5;
+    p.seqlen_k = 7;
+    p.heads_q = 2;
+    p.heads_kv = 1;
+    p.head_dim = 8;
+    p.fp8_scaling = FX_FP8_PER_HEAD;
+    p.fp8_v_transposed = true;
+    fx_case_host h = {0};
+    h.fp8.q = fx_fp8_tensor_alloc(2, 5, 2, 8, 4); /* 2 blocks of Q rows */
+    h.fp8.k = fx_fp8_tensor_alloc(2, 7, 1, 8, 3); /* 3 of K and V rows */
+    h.fp8.v = fx_fp8_tensor_alloc(2, 7, 1, 8, 3);
+    fx_fp8_tensor *t[3] = {&h.fp8.q, &h.fp8.k, &h.fp8.v};
+    for (int i = 0; i < 3; ++i) {
+        for (size_t e = 0; e < fx_fp8_tensor_numel(t[i]); ++e)
+            t[i]->codes[e] = (uint8_t)(e * 13 + (size_t)i);
+        for (size_t e = 0; e < fx_fp8_tensor_descales(t[i]); ++e)
+            t[i]->descale[e] = 0.25f * (float)(e + (size_t)i);
+    }
+    const size_t nq = fx_numel_q(&p), nkv = fx_numel_kv(&p);
+    ck_assert_uint_eq(fx_fp8_tensor_numel(&h.fp8.q), nq);
+    ck_assert_uint_eq(fx_fp8_tensor_descales(&h.fp8.q), 2 * 2 * 2);
+    ck_assert_uint_eq(fx_fp8_tensor_descales(&h.fp8.k), 2 * 1 * 3);
+    fx_outputs o = {.o_h = floats(nq, 1), .lse_h = floats(fx_numel_lse(&p), 2)};
+    ck_assert_int_eq(fx_save_case(folder, "10_fp8", &p, &h, &o, false), 0);
+    expect_file("q.bin", h.fp8.q.codes, nq);
+    expect_file("k.bin", h.fp8.k.codes, nkv);
+    expect_file("v.bin", h.fp8.v.codes, nkv);
+    expect_file("q_descale.f32", h.fp8.q.descale, 8 * 4);
+    expect_file("k_descale.f32", h.fp8.k.descale, 6 * 4);
+    expect_file("v_descale.f32", h.fp8.v.descale, 6 * 4);
+    expect_file("o.f32", o.o_h, nq * 4);
+    char path[128];
+    snprintf(path, sizeof path, "%s/q.f32", folder);
+    ck_assert_msg(access(path, F_OK) != 0, "q.f32 written without fp32 inputs");
+    char v[256];
+    ck_assert_str_eq(value_of("dtype", v, sizeof v), "e4m3");
+    ck_assert_str_eq(value_of("fp8_scaling", v, sizeof v), "per-head");
+    ck_assert_str_eq(value_of("hadamard", v, sizeof v), "0");
+    ck_assert_str_eq(value_of("fp8_vt", v, sizeof v), "1");
+    ck_assert_str_eq(value_of("fp8_block_m", v, sizeof v), "4");
+    ck_assert_str_eq(value_of("fp8_block_n", v, sizeof v), "3");
+
+    /* With the fp32 inputs: q.f32, k.f32, v.f32 beside the codes. */
+    h.q = floats(nq, 3);
+    h.k = floats(nkv, 4);
+    h.v = floats(nkv, 5);
+    ck_assert_int_eq(fx_save_case(folder, "10_fp8", &p, &h, &o, false), 0);
+    expect_file("q.f32", h.q, nq * 4);
+    expect_file("k.f32", h.k, nkv * 4);
+    expect_file("v.f32", h.v, nkv * 4);
+    free(h.q), free(h.k), free(h.v);
+    fx_fp8_inputs_free(&h.fp8);
+    free(o.o_h), free(o.lse_h);
+}
+END_TEST
+
+/* A 16-bit case writes no e4m3 keys. */
+START_TEST(save_bf16_has_no_e4m3_keys)
+{
+    make_folder();
+    fx_problem p = fx_problem_default();
+    p.batch = p.seqlen_q = p.seqlen_k = p.heads_q = p.heads_kv = 1;
+    p.head_dim = 8;
+    fx_case_host h = {.qb = bits(8, 1), .kb = bits(8, 2), .vb = bits(8, 3)};
+    fx_outputs o = {.o_h = floats(8, 1), .lse_h = floats(1, 2)};
+    ck_assert_int_eq(fx_save_case(folder, "03_flash2", &p, &h, &o, false), 0);
+    char v[256];
+    ck_assert_str_eq(value_of("fp8_block_m", v, sizeof v), "");
+    ck_assert_str_eq(value_of("hadamard", v, sizeof v), "");
+    free(h.qb), free(h.kb), free(h.vb), free(o.o_h), free(o.lse_h);
+}
+END_TEST
+
 START_TEST(prepare_refuses_what_cannot_hold_the_files)
 {
     make_folder();
@@ -225,6 +307,8 @@ static Suite *save_suite(void)
     tcase_add_test(t, save_fixed_length_with_backward);
     tcase_add_test(t, save_varlen_without_backward);
     tcase_add_test(t, save_head_dim_v);
+    tcase_add_test(t, save_e4m3);
+    tcase_add_test(t, save_bf16_has_no_e4m3_keys);
     tcase_add_test(t, prepare_refuses_what_cannot_hold_the_files);
     suite_add_tcase(s, t);
     return s;
