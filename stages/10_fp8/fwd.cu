@@ -111,11 +111,12 @@ struct Config {
  *    shared memory fits because O shares its bytes with the raw V ring, below.)
  * FA3's e4m3 tiles (hopper/tile_size.h: 192×160, 128×224, 128×128; fx_fp8_tiles_for) spill
  * here: ptxas -v gave 176-196 bytes of spill stores at d=64, 132-172 at d=256 (by the
- * register split and the nvcc build), and 12 at d=128 causal with 224 (docs/10_fp8.md). Registers after setmaxnreg: d=64, 512 threads,
- * producer 32, consumers 160 (stage 08's); d=128 and 256, 384 threads, producer 24 and
- * consumers 240 with V given transposed (stage 08's), producer 32 and consumers 232 where the
- * producer transposes V: two transpose units in flight and their lane terms do not fit 24,
- * and at 24 ptxas spilled 16-24 bytes of the d=128 kernels (the consumers fit 232).
+ * register split and the nvcc build), and 12 at d=128 causal with 224 (docs/10_fp8.md).
+ * Registers after setmaxnreg: d=64, 512 threads, producer 32, consumers 160 (stage 08's);
+ * d=128 and 256, 384 threads, producer 24 and consumers 240 with V given transposed (stage
+ * 08's), producer 32 and consumers 232 where the producer transposes V: two transpose units
+ * in flight and their lane terms do not fit 24, and at 24 ptxas spilled 12-24 bytes of the
+ * d=128 and 16-20 of the d=256 kernels (the consumers fit 232).
  */
 template <bool kTransposeV>
 using ConfigD64 = Config<64, 3, 128, 2, 32, 160, kTransposeV>;
