@@ -409,6 +409,67 @@ static void print_no_fp32_inputs(const fx_ctx *c)
            c->opt.load);
 }
 
+/* What both checks (the GPU's check_case and fx_run_fp8_cpu_case) compare against, on the
+ * chosen (batch, head) slices: the dequantized inputs (layouts of Q, K, V), fp64 on them and
+ * on the fp32 inputs before quantization (rows·head_dim and rows, the slices' rows in order;
+ * f_o and f_l NULL when the case has no fp32 inputs: loaded without them), and the CPU model
+ * summing as Hopper's e4m3 wgmma (O and LSE tensors whole, the rows outside the slices NaN).
+ * past: the model's rows past the fast range (|R| >= 2^24). */
+typedef struct fp8_truths {
+    fp8_slices s;
+    size_t rows;
+    float *qd, *kd, *vd;
+    double *dq_o, *dq_l;
+    double *f_o, *f_l;
+    float *m_o, *m_l;
+    size_t past;
+} fp8_truths;
+
+static void truths_make(const fx_ctx *c, const fx_problem *p, const fx_case_host *h, fp8_truths *t)
+{
+    const fx_fp8_inputs *in = &h->fp8;
+    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    const int d = p->head_dim;
+    choose_slices(p, c->opt.ref_slices, &t->s);
+    t->rows = (size_t)t->s.n * p->seqlen_q;
+    t->qd = fx_xmalloc(nq * sizeof(float));
+    t->kd = fx_xmalloc(nkv * sizeof(float));
+    t->vd = fx_xmalloc(nkv * sizeof(float));
+    fx_fp8_dequantize(&in->q, t->qd);
+    fx_fp8_dequantize(&in->k, t->kd);
+    fx_fp8_dequantize(&in->v, t->vd);
+    t->dq_o = fx_xmalloc(t->rows * d * sizeof(double));
+    t->dq_l = fx_xmalloc(t->rows * sizeof(double));
+    reference_slices(p, &t->s, t->qd, t->kd, t->vd, t->dq_o, t->dq_l);
+    t->f_o = t->f_l = NULL;
+    if (h->q) {
+        t->f_o = fx_xmalloc(t->rows * d * sizeof(double));
+        t->f_l = fx_xmalloc(t->rows * sizeof(double));
+        reference_slices(p, &t->s, h->q, h->k, h->v, t->f_o, t->f_l);
+    }
+    /* The model writes the chosen slices' rows; the rest stay NaN (every byte 0xff), read
+     * by --digest and --save alone. */
+    t->m_o = fx_xmalloc(nq * sizeof(float));
+    t->m_l = fx_xmalloc(nl * sizeof(float));
+    memset(t->m_o, 0xff, nq * sizeof(float));
+    memset(t->m_l, 0xff, nl * sizeof(float));
+    t->past = fx_fp8_forward_slices(p, in, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(), t->s.n, t->s.b,
+                                    t->s.h, t->m_o, t->m_l);
+}
+
+static void truths_free(fp8_truths *t)
+{
+    free(t->qd);
+    free(t->kd);
+    free(t->vd);
+    free(t->dq_o);
+    free(t->dq_l);
+    free(t->f_o);
+    free(t->f_l);
+    free(t->m_o);
+    free(t->m_l);
+}
+
 /* The checks of fx_fp8_case.h on one run's outputs o_h, lse_h; h's fp32 inputs (NULL when
  * loaded without them) for the unjudged lines. */
 static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const fx_case_host *h,
@@ -417,31 +478,20 @@ static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const fx_cas
 {
     const fx_fp8_inputs *in = &h->fp8;
     const bool fp32_inputs = h->q != NULL;
-    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
+    const size_t nq = fx_numel_q(p), nl = fx_numel_lse(p);
     const int sq = p->seqlen_q, d = p->head_dim;
-    fp8_slices s;
-    choose_slices(p, c->opt.ref_slices, &s);
-    float *qd = fx_xmalloc(nq * sizeof(float)), *kd = fx_xmalloc(nkv * sizeof(float)),
-          *vd = fx_xmalloc(nkv * sizeof(float));
-    fx_fp8_dequantize(&in->q, qd);
-    fx_fp8_dequantize(&in->k, kd);
-    fx_fp8_dequantize(&in->v, vd);
-    const size_t rows = (size_t)s.n * sq;
-    double *dq_o = fx_xmalloc(rows * d * sizeof(double)), *dq_l = fx_xmalloc(rows * sizeof(double));
-    double *f_o = fx_xmalloc(rows * d * sizeof(double)), *f_l = fx_xmalloc(rows * sizeof(double));
-    reference_slices(p, &s, qd, kd, vd, dq_o, dq_l);
-    float *m_o = fx_xmalloc(nq * sizeof(float)), *m_l = fx_xmalloc(nl * sizeof(float));
-    const size_t past = fx_fp8_forward_slices(p, in, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(), s.n,
-                                              s.b, s.h, m_o, m_l);
+    fp8_truths t;
+    truths_make(c, p, h, &t);
+    const fp8_slices s = t.s;
+    const float *m_o = t.m_o, *m_l = t.m_l;
 
-    const fp8_errs st_dq = slice_errors(p, &s, o_h, lse_h, dq_o, dq_l);
-    const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, dq_o, dq_l);
+    const fp8_errs st_dq = slice_errors(p, &s, o_h, lse_h, t.dq_o, t.dq_l);
+    const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, t.dq_o, t.dq_l);
     static const fp8_errs none; /* zeros: the lines below are left out without the inputs */
     fp8_errs st_f = none, md_f = none;
     if (fp32_inputs) {
-        reference_slices(p, &s, h->q, h->k, h->v, f_o, f_l);
-        st_f = slice_errors(p, &s, o_h, lse_h, f_o, f_l);
-        md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+        st_f = slice_errors(p, &s, o_h, lse_h, t.f_o, t.f_l);
+        md_f = slice_errors(p, &s, m_o, m_l, t.f_o, t.f_l);
     }
     /* The stage against the model, as if the model were the reference (fp32 values). */
     fx_err_acc am, aml;
@@ -468,11 +518,11 @@ static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const fx_cas
                           md_dq.lse.nan_count == 0 && md_dq.lse.inf_mismatch == 0 &&
                           st_dq.lse.max_abs <= lse_bound;
     const size_t nan_o = count_nan(o_h, nq), nan_l = count_nan(lse_h, nl);
-    *pass &= o_pass && lse_pass && nan_o == 0 && nan_l == 0 && past == 0;
+    *pass &= o_pass && lse_pass && nan_o == 0 && nan_l == 0 && t.past == 0;
     res->err_ref = st_dq.o.max_abs;
     if (verbose) {
-        printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d\n", s.n, rows,
-               fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
+        printf("  %d (batch, head) slices, %zu rows; fp8 recipe: %s%s, tiles %d x %d\n", s.n,
+               t.rows, fx_fp8_scaling_name(p->fp8_scaling), p->fp8_hadamard ? " + hadamard" : "",
                in->q.block_rows, in->k.block_rows);
         print_judged("O   vs fp64 on dequantized:", st_dq.o, o_bound, o_pass);
         print_err("    CPU model vs the same:", md_dq.o);
@@ -492,22 +542,14 @@ static cudaError_t check_case(const fx_ctx *c, const fx_problem *p, const fx_cas
                    st_f.o.rmse / md_f.o.rmse);
         if (nan_o || nan_l)
             printf("  NaN over all elements: O %zu, LSE %zu: FAIL\n", nan_o, nan_l);
-        if (past)
+        if (t.past)
             printf("  %zu rows past the fast range (|R| >= 2^24), which the stage does not "
                    "handle: FAIL\n",
-                   past);
+                   t.past);
     }
-    cudaError_t err = check_prev(c, p, &s, qd, kd, vd, dq_o, dq_l, o_h, lse_h, o_bound, lse_bound,
-                                 verbose, pass, res);
-    free(qd);
-    free(kd);
-    free(vd);
-    free(dq_o);
-    free(dq_l);
-    free(f_o);
-    free(f_l);
-    free(m_o);
-    free(m_l);
+    cudaError_t err = check_prev(c, p, &s, t.qd, t.kd, t.vd, t.dq_o, t.dq_l, o_h, lse_h, o_bound,
+                                 lse_bound, verbose, pass, res);
+    truths_free(&t);
     return err;
 }
 
@@ -661,32 +703,18 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     printf("%s cpu model fwd: %s\n", c->self->id, line);
     if (c->opt.load)
         fx_print_loaded(c, p, false);
-    const size_t nq = fx_numel_q(p), nkv = fx_numel_kv(p), nl = fx_numel_lse(p);
-    const int sq = p->seqlen_q, d = p->head_dim;
+    const int d = p->head_dim;
     fx_case_host h;
     host_make(c, p, &h);
-    fp8_slices s;
-    choose_slices(p, c->opt.ref_slices, &s);
-    float *qd = fx_xmalloc(nq * sizeof(float)), *kd = fx_xmalloc(nkv * sizeof(float)),
-          *vd = fx_xmalloc(nkv * sizeof(float));
-    fx_fp8_dequantize(&h.fp8.q, qd);
-    fx_fp8_dequantize(&h.fp8.k, kd);
-    fx_fp8_dequantize(&h.fp8.v, vd);
-    const size_t rows = (size_t)s.n * sq;
-    double *dq_o = fx_xmalloc(rows * d * sizeof(double)), *dq_l = fx_xmalloc(rows * sizeof(double));
-    double *f_o = fx_xmalloc(rows * d * sizeof(double)), *f_l = fx_xmalloc(rows * sizeof(double));
+    fp8_truths t;
+    truths_make(c, p, &h, &t);
+    const fp8_slices s = t.s;
+    const size_t rows = t.rows, past = t.past;
     float *e_o = fx_xmalloc(rows * d * sizeof(float)), *e_l = fx_xmalloc(rows * sizeof(float));
-    reference_slices(p, &s, qd, kd, vd, dq_o, dq_l);
-    emulate_slices(p, &s, &h.fp8, vd, e_o, e_l);
-    /* The model writes the chosen slices' rows; the rest stay NaN (every byte 0xff), read
-     * by --digest and --save alone. */
-    float *m_o = fx_xmalloc(nq * sizeof(float)), *m_l = fx_xmalloc(nl * sizeof(float));
-    memset(m_o, 0xff, nq * sizeof(float));
-    memset(m_l, 0xff, nl * sizeof(float));
-    const size_t past = fx_fp8_forward_slices(p, &h.fp8, FX_FP8_MAX_OFFSET, fx_fp8_acc_hopper(),
-                                              s.n, s.b, s.h, m_o, m_l);
-    const fp8_errs md_dq = slice_errors(p, &s, m_o, m_l, dq_o, dq_l);
-    const fp8_errs em_dq = {fx_compare_f64(e_o, dq_o, rows * d), fx_compare_f64(e_l, dq_l, rows)};
+    emulate_slices(p, &s, &h.fp8, t.vd, e_o, e_l);
+    const fp8_errs md_dq = slice_errors(p, &s, t.m_o, t.m_l, t.dq_o, t.dq_l);
+    const fp8_errs em_dq = {fx_compare_f64(e_o, t.dq_o, rows * d),
+                            fx_compare_f64(e_l, t.dq_l, rows)};
 
     /* The rule of every stage's --cpu (fx_check_forward): the model as the stage, the
      * emulation as the baseline, against fp64 on the inputs both read. */
@@ -706,8 +734,7 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     print_judged("LSE vs fp64 on dequantized:", md_dq.lse, lse_bound, lse_pass);
     print_err("    emulation vs the same:", em_dq.lse);
     if (h.q) {
-        reference_slices(p, &s, h.q, h.k, h.v, f_o, f_l);
-        const fp8_errs md_f = slice_errors(p, &s, m_o, m_l, f_o, f_l);
+        const fp8_errs md_f = slice_errors(p, &s, t.m_o, t.m_l, t.f_o, t.f_l);
         print_err("O   vs fp64 on fp32 inputs:", md_f.o);
         print_err("LSE vs fp64 on fp32 inputs:", md_f.lse);
     } else {
@@ -717,7 +744,7 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
         printf("  %zu rows past the fast range (|R| >= 2^24), which the model does not "
                "handle: FAIL\n",
                past);
-    const fx_outputs outputs = {.o_h = m_o, .lse_h = m_l};
+    const fx_outputs outputs = {.o_h = t.m_o, .lse_h = t.m_l};
     if (c->opt.digest)
         fx_print_digest(p, &outputs, false);
     if (c->opt.save && fx_save_case(c->opt.save, c->self->id, p, &h, &outputs, false) != 0)
@@ -725,17 +752,9 @@ int fx_run_fp8_cpu_case(const fx_ctx *c, const fx_problem *p)
     printf("  %s: the CPU model against fp64 on the dequantized inputs, held to 2x the "
            "emulation's error (standard attention in e4m3); no kernel ran\n",
            pass ? "PASS" : "FAIL");
-    free(qd);
-    free(kd);
-    free(vd);
-    free(dq_o);
-    free(dq_l);
-    free(f_o);
-    free(f_l);
     free(e_o);
     free(e_l);
-    free(m_o);
-    free(m_l);
+    truths_free(&t);
     host_free(c, &h);
     return pass ? FX_EXIT_OK : FX_EXIT_FAIL;
 }

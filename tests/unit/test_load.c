@@ -145,6 +145,19 @@ START_TEST(load_reads_what_save_wrote)
 }
 END_TEST
 
+/* A fresh folder whose problem.txt is text: --load must refuse it (exit 2), with a message
+ * that starts "--load: " and contains want. i numbers the case in the failure message. */
+static void expect_problem_refused(size_t i, const char *text, const char *want)
+{
+    make_folder();
+    write_text("problem.txt", text);
+    fx_options o;
+    char why[512];
+    ck_assert_int_eq(parse_load(&o, NULL, why, sizeof why), FX_EXIT_USAGE);
+    ck_assert_msg(strstr(why, want) != NULL, "case %zu: '%s' does not say '%s'", i, why, want);
+    ck_assert_msg(strncmp(why, "--load: ", 8) == 0, "case %zu: '%s'", i, why);
+}
+
 /* Each malformed problem.txt, and the words its refusal must contain. */
 START_TEST(load_refuses_bad_problems)
 {
@@ -180,16 +193,8 @@ START_TEST(load_refuses_bad_problems)
          "causal=0\nvarlen=1\ncu_seqlens_q=0,2,5\ncu_seqlens_k=0,2,4\n",
          "sequence 1's 3 is above --seqlen-q 2"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        make_folder();
-        write_text("problem.txt", bad[i].text);
-        fx_options o;
-        char why[512];
-        ck_assert_int_eq(parse_load(&o, NULL, why, sizeof why), FX_EXIT_USAGE);
-        ck_assert_msg(strstr(why, bad[i].want) != NULL, "case %zu: '%s' does not say '%s'", i, why,
-                      bad[i].want);
-        ck_assert_msg(strncmp(why, "--load: ", 8) == 0, "case %zu: '%s'", i, why);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        expect_problem_refused(i, bad[i].text, bad[i].want);
 }
 END_TEST
 
@@ -435,16 +440,9 @@ START_TEST(load_refuses_bad_e4m3_problems)
         {"dtype=fp16\nfp8_vt=1\n", "--fp8-vt needs --dtype e4m3 (got fp16)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        make_folder();
         char text[512];
         snprintf(text, sizeof text, "%s%s", head, bad[i].text);
-        write_text("problem.txt", text);
-        fx_options o;
-        char why[512];
-        ck_assert_int_eq(parse_load(&o, NULL, why, sizeof why), FX_EXIT_USAGE);
-        ck_assert_msg(strstr(why, bad[i].want) != NULL, "case %zu: '%s' does not say '%s'", i, why,
-                      bad[i].want);
-        ck_assert_msg(strncmp(why, "--load: ", 8) == 0, "case %zu: '%s'", i, why);
+        expect_problem_refused(i, text, bad[i].want);
     }
 }
 END_TEST
