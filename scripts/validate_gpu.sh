@@ -12,7 +12,8 @@
 #      heads 16, head_dim 128);
 #   5. SASS of each stage (cuobjdump, which exists only there): the instructions that
 #      its PTX test expects (tests/ptx/<id>.expect) must be in its SASS (cp.async.bulk
-#      .tensor: UTMALDG/UTMASTG, wgmma: HGMMA, setmaxnreg: USETMAXREG, mma.sync: HMMA,
+#      .tensor: UTMALDG/UTMASTG, wgmma: HGMMA (QGMMA for e4m3/e5m2), stmatrix: STSM,
+#      setmaxnreg: USETMAXREG, mma.sync: HMMA,
 #      ldmatrix: LDSM, cp.async: LDGSTS, ex2.approx: MUFU.EX2).
 #
 #   scripts/validate_gpu.sh [--quick] [--jobs N] [--prebuilt DIR]
@@ -288,7 +289,10 @@ sass_of() {
     case $1 in
         cp.async.bulk.tensor.*shared::cluster.global*) echo UTMALDG ;;
         cp.async.bulk.tensor.*global.shared*) echo UTMASTG ;;
+        # 8-bit operands run on the tensor cores' QGMMA form, 16-bit ones on HGMMA.
+        wgmma.mma_async*.e4m3* | wgmma.mma_async*.e5m2*) echo QGMMA ;;
         wgmma.mma_async*) echo HGMMA ;;
+        stmatrix*) echo STSM ;;
         setmaxnreg*) echo USETMAXREG ;;
         mma.sync*) echo HMMA ;;
         ldmatrix*) echo LDSM ;;
@@ -296,7 +300,7 @@ sass_of() {
         ex2.approx*) echo MUFU.EX2 ;;
     esac
 }
-families='HMMA|HGMMA|UTMALDG|UTMASTG|USETMAXREG|BAR\.ARV|BAR\.SYNC|LDSM|LDGSTS|FFMA|MUFU\.EX2'
+families='HMMA|HGMMA|QGMMA|STSM|UTMALDG|UTMASTG|USETMAXREG|BAR\.ARV|BAR\.SYNC|LDSM|LDGSTS|FFMA|MUFU\.EX2'
 if ! cuobjdump_bin=$(find_tool cuobjdump); then
     fail_note "cuobjdump: not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)"
 fi
