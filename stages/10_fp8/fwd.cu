@@ -201,7 +201,7 @@ static_assert(ConfigD64<true>::kNumConsumers <= 3 && ConfigD128<true>::kNumConsu
 constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
 /* END UNIT */
 
-/* UNIT(descriptors, changed: e4m3 tiles, 64B-swizzled Q and K and a K-major Vᵀ) */
+/* UNIT(descriptors, changed: e4m3 tiles, 64B-swizzled Q and K, K-major Vᵀ; advanced as 09) */
 /* ---------------------------------------------------------------------------------
  * wgmma descriptors of the tiles (layouts: common/ptx/wgmma_desc.h)
  *
@@ -213,26 +213,38 @@ constexpr uint32_t kTurnThreads = 2 * kWarpgroupThreads;
  * slice kk is Vᵀ slab kk, head_dim rows × 32 bytes (32B swizzle), SBO = 256.
  * ------------------------------------------------------------------------------ */
 
+/* As in stage 09, a slice's descriptor is its tile's descriptor advanced by the slice's byte offset
+ * (a compile-time constant once the k loop is unrolled), not encoded anew from its address. The
+ * encoding, (addr & 0x3FFFF) >> 4 or'ed with the other fields, is a mask, a shift and an or on the
+ * uniform datapath (ULOP3, USHF, ULOP3), and ptxas cannot turn the encoding of tile + offset into
+ * the tile's encoding + offset/16: for all it knows the sum carries out of the 18 bits the mask
+ * keeps. Here it never does: a slice starts inside its tile, in this CTA's shared memory, whose
+ * addresses lie below the SM's 228 KiB, under 2^18 = 256 KiB, and tile and offset are multiples of
+ * 16. So the 14-bit field holds tile/16 + offset/16 with no carry into bit 14, and a 32-bit add of
+ * offset/16 to the low word (fx_wgmma_desc_advance, which takes bytes) is the same descriptor bit
+ * for bit. The offsets: Q and K, (kk/2)·slab bytes + 32·(kk%2), less than the tile; Vᵀ,
+ * kk·kSlabVtBytes, likewise. One encoding per tile (Q's per consumer warpgroup, K's and Vᵀ's per
+ * ring stage), then one add per wgmma, as CUTLASS's descriptor iterator does. */
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_q(uint32_t sQ, int consumer, int kk)
 {
-    const uint32_t addr =
-        sQ + (uint32_t)((kk / 2) * Cfg::kSlabQBytes + consumer * kWgmmaM * kSlab8RowBytes +
-                        (kk % 2) * kWgmmaK8);
-    return fx_wgmma_desc_k_sw64(addr);
+    const uint64_t tile =
+        fx_wgmma_desc_k_sw64(sQ + (uint32_t)(consumer * kWgmmaM * kSlab8RowBytes));
+    return fx_wgmma_desc_advance(tile,
+                                 (uint32_t)((kk / 2) * Cfg::kSlabQBytes + (kk % 2) * kWgmmaK8));
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_k(uint32_t sK, int kk)
 {
-    const uint32_t addr = sK + (uint32_t)((kk / 2) * Cfg::kSlabKBytes + (kk % 2) * kWgmmaK8);
-    return fx_wgmma_desc_k_sw64(addr);
+    return fx_wgmma_desc_advance(fx_wgmma_desc_k_sw64(sK),
+                                 (uint32_t)((kk / 2) * Cfg::kSlabKBytes + (kk % 2) * kWgmmaK8));
 }
 
 template <class Cfg>
 __device__ __forceinline__ uint64_t desc_v(uint32_t sVt, int kk)
 {
-    return fx_wgmma_desc_k_sw32(sVt + (uint32_t)(kk * Cfg::kSlabVtBytes));
+    return fx_wgmma_desc_advance(fx_wgmma_desc_k_sw32(sVt), (uint32_t)(kk * Cfg::kSlabVtBytes));
 }
 /* END UNIT */
 
@@ -1159,7 +1171,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1) fwd_kernel(const __grid_con
 
     // ---- Consumer warpgroups ----
     fx_setmaxnreg_inc<Cfg::kConsumerRegs>();
-    const ConsumerCtx c = make_consumer_ctx<Cfg>(p, warpgroup - 1, warp_in_wg, lane);
+    // The consumer index broadcast from lane 0, so that ptxas knows it is the same in every
+    // lane of the warp (a uniform register): Q's wgmma descriptors, which derive from it, then
+    // stay in uniform registers across the mainloop instead of two R2UR moves before every S
+    // wgmma (stage 09 broadcasts the warpgroup index likewise, as CUTLASS's
+    // canonical_warp_group_idx). Here after the split, not before it as in stage 09: with the
+    // kernel's warpgroup index from the shuffle, ptxas spilled 4 bytes at head_dim 256 causal
+    // with V row-major (docs/10_fp8.md).
+    const int consumer = __shfl_sync(kFullWarp, warpgroup - 1, 0);
+    const ConsumerCtx c = make_consumer_ctx<Cfg>(p, consumer, warp_in_wg, lane);
     const Descales ds = make_descales(p, m_block, head, head_kv, batch);
     float acc_o[Cfg::kAccO];
 #pragma unroll

@@ -122,6 +122,32 @@ START_TEST(advancing_k_by_16_bf16_adds_2_to_the_address)
 }
 END_TEST
 
+/* Stages 09 and 10 encode a tile's descriptor once and advance it to each slice: the same
+ * descriptor, bit for bit, as encoding the slice's address, for every 16-byte-aligned tile and
+ * slice in shared memory (below the SM's 228 KiB, so under the 2^18 bytes the encoding keeps). */
+START_TEST(advancing_equals_encoding_inside_shared_memory)
+{
+    const uint32_t smem_bytes = 228u * 1024u;
+    uint32_t differ = 0; /* counted, then asserted once: Check marks every assertion */
+    for (uint32_t tile = 0; tile < smem_bytes; tile += FX_SWIZZLE32_ATOM_BYTES)
+        for (uint32_t offset = 0; tile + offset < smem_bytes; offset += 16) {
+            differ += fx_wgmma_desc_advance(fx_wgmma_desc_k_sw64(tile), offset) !=
+                      fx_wgmma_desc_k_sw64(tile + offset);
+            differ += fx_wgmma_desc_advance(fx_wgmma_desc_k_sw32(tile), offset) !=
+                      fx_wgmma_desc_k_sw32(tile + offset);
+            differ += fx_wgmma_desc_advance(fx_wgmma_desc_k_sw128(tile), offset) !=
+                      fx_wgmma_desc_k_sw128(tile + offset);
+        }
+    ck_assert_uint_eq(differ, 0);
+    /* Why ptxas cannot do this rewrite itself: past 2^18 the encoding wraps to 0 (the mask),
+     * while the add carries out of the 14-bit field into bits 14-15. */
+    const uint32_t last = 0x40000u - 16u;
+    ck_assert_uint_eq(fx_wgmma_desc_decode(fx_wgmma_desc_k_sw64(last + 32)).start_address, 1);
+    ck_assert_uint_ne(fx_wgmma_desc_advance(fx_wgmma_desc_k_sw64(last), 32),
+                      fx_wgmma_desc_k_sw64(last + 32));
+}
+END_TEST
+
 START_TEST(mn_major_sw128_of_v)
 {
     /* V tile of 128 keys × 128 head_dim columns, bf16: two 64-column slabs of
@@ -308,6 +334,7 @@ static Suite *wgmma_desc_suite(void)
     tcase_add_test(desc, k_major_sw128_of_a_64x64_bf16_tile);
     tcase_add_test(desc, k_major_sw64_and_sw32_of_the_e4m3_tiles);
     tcase_add_test(desc, advancing_k_by_16_bf16_adds_2_to_the_address);
+    tcase_add_test(desc, advancing_equals_encoding_inside_shared_memory);
     tcase_add_test(desc, mn_major_sw128_of_v);
     suite_add_tcase(s, desc);
 
