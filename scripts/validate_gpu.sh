@@ -300,7 +300,8 @@ sass_of() {
         ex2.approx*) echo MUFU.EX2 ;;
     esac
 }
-families='HMMA|HGMMA|QGMMA|STSM|UTMALDG|UTMASTG|USETMAXREG|BAR\.ARV|BAR\.SYNC|LDSM|LDGSTS|FFMA|MUFU\.EX2'
+families='HMMA|HGMMA|QGMMA|STSM|UTMALDG|UTMASTG|USETMAXREG|BAR\.ARV|BAR\.SYNC|LDSM|LDGSTS'
+families+='|FFMA|MUFU\.EX2'
 if ! cuobjdump_bin=$(find_tool cuobjdump); then
     fail_note "cuobjdump: not found (PATH, \$CUDA_HOME/bin, /usr/local/cuda/bin)"
 fi
