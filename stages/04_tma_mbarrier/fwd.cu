@@ -399,7 +399,7 @@ __device__ __forceinline__ void rescale_o_pv(float (&acc_o)[Cfg::kMTiles][Cfg::k
  */
 template <class Cfg, class Element, bool kCausal, bool kMask>
 __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg::kDTiles][4],
-                                                float (&row_max)[Cfg::kMTiles][2],
+                                                float (&row_max_scaled)[Cfg::kMTiles][2],
                                                 float (&row_sum)[Cfg::kMTiles][2], uint32_t sQ,
                                                 uint32_t sK, uint32_t sV, int n_block, int m_block,
                                                 int seqlen_q, int seqlen_k, float scale_log2)
@@ -466,28 +466,32 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
     // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = m·c rounded up (softmax_exp).
-    // alpha = exp(m_old − m_new) = 2^(R_old − R_new) rescales what was accumulated so far,
-    // from the same ROUNDED products as P (__fmul_ru: not fused into an FFMA with the
-    // subtraction), so that ℓ and the LSE agree with the P that the backward recomputes
-    // (docs/03_flash2.md, "The LSE must match the forward's P").
+    // The running max is kept as R (row_max_scaled, -inf before any visible key): rounding up
+    // is monotone, so R_new = max(R_old, block max · c rounded up) is m_new·c rounded up, and
+    // R_old is at hand, not rounded again. alpha = exp(m_old − m_new) = 2^(R_old − R_new)
+    // rescales what was accumulated so far, from the same ROUNDED products as P (__fmul_ru:
+    // not fused into an FFMA with the subtraction), so that ℓ and the LSE agree with the P
+    // that the backward recomputes (docs/03_flash2.md, "The LSE must match the forward's P").
     float m_scaled[kM][2], alpha[kM][2];
 #pragma unroll
     for (int i = 0; i < kM; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float m_new = row_max[i][h];
+            float m_block = fmaxf(acc_s[i][0][2 * h], acc_s[i][0][2 * h + 1]);
 #pragma unroll
-            for (int n = 0; n < Cfg::kNTiles; ++n)
-                m_new = fmaxf(m_new, fmaxf(acc_s[i][n][2 * h], acc_s[i][n][2 * h + 1]));
+            for (int n = 1; n < Cfg::kNTiles; ++n)
+                m_block = fmaxf(m_block, fmaxf(acc_s[i][n][2 * h], acc_s[i][n][2 * h + 1]));
             // The 4 lanes of the row; no other warp holds it (split-Q).
-            m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
-            m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
-            // A row that has seen only masked keys keeps m = -inf; exponentiate against 0
+            m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 1));
+            m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 2));
+            // R = m·c rounded up, so that no P exceeds 1. A block that shows this row no key
+            // (-inf, or NaN from NaN inputs, which fmaxf drops) leaves R as it was.
+            const float r = fmaxf(row_max_scaled[i][h], __fmul_ru(m_block, scale_log2));
+            // A row that has seen only masked keys keeps R = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
-            // R = m·c rounded up, so that no P exceeds 1 (m = -inf: R = 0, every P 0).
-            m_scaled[i][h] = __fmul_ru(m_new == -INFINITY ? 0.f : m_new, scale_log2);
-            alpha[i][h] = fx_ex2(__fmul_ru(row_max[i][h], scale_log2) - m_scaled[i][h]);
-            row_max[i][h] = m_new;
+            m_scaled[i][h] = r == -INFINITY ? 0.f : r;
+            alpha[i][h] = fx_ex2(row_max_scaled[i][h] - m_scaled[i][h]);
+            row_max_scaled[i][h] = r;
             row_sum[i][h] *= alpha[i][h];
         }
     // ---- P (softmax_exp), O rescaled, O += P·V ----
@@ -614,9 +618,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         }
     }
 
-    // ---- Accumulators: O unnormalized, the running row max m and row sum ℓ ----
+    // ---- Accumulators: O unnormalized, the running row max m (as R = m·c rounded up, in
+    // log2 units: attention_block) and row sum ℓ ----
     float acc_o[kM][Cfg::kDTiles][4];
-    float row_max[kM][2], row_sum[kM][2];
+    float row_max_scaled[kM][2], row_sum[kM][2];
 #pragma unroll
     for (int i = 0; i < kM; ++i) {
 #pragma unroll
@@ -626,7 +631,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
                 acc_o[i][d][e] = 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            row_max[i][h] = -INFINITY;
+            row_max_scaled[i][h] = -INFINITY;
             row_sum[i][h] = 0.f;
         }
     }
@@ -664,13 +669,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
         /* END ASSIGNMENT */
         const uint32_t sK = sK0 + stage * kStageBytes, sV = sV0 + stage * kStageBytes;
         if (n_block >= n_block_unmasked)
-            attention_block<Cfg, Element, kCausal, true>(acc_o, row_max, row_sum, sQ, sK, sV,
+            attention_block<Cfg, Element, kCausal, true>(acc_o, row_max_scaled, row_sum, sQ, sK, sV,
                                                          n_block, m_block, p.seqlen_q, p.seqlen_k,
                                                          p.scale_log2);
         else
-            attention_block<Cfg, Element, kCausal, false>(acc_o, row_max, row_sum, sQ, sK, sV,
-                                                          n_block, m_block, p.seqlen_q, p.seqlen_k,
-                                                          p.scale_log2);
+            attention_block<Cfg, Element, kCausal, false>(acc_o, row_max_scaled, row_sum, sQ, sK,
+                                                          sV, n_block, m_block, p.seqlen_q,
+                                                          p.seqlen_k, p.scale_log2);
         /* ASSIGNMENT(kv_ring): advance to the next stage of the ring; when it wraps, every
          * stage's barrier is in its next phase. */
         if (++stage == kStages) {
@@ -694,8 +699,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocksPerSm)
             // The last block's R (0 for a row that saw no key): ℓ is relative to it, and the
             // LSE is R·ln 2 + ln ℓ. In range: |R| below FX_SOFTMAX_FAST_BELOW, ℓ finite (NaN
             // fails too).
-            const float r =
-                __fmul_ru(row_max[i][h] == -INFINITY ? 0.f : row_max[i][h], p.scale_log2);
+            const float r = row_max_scaled[i][h] == -INFINITY ? 0.f : row_max_scaled[i][h];
             in_range = in_range && fabsf(r) < FX_SOFTMAX_FAST_BELOW && l < INFINITY;
             // ℓ = 0 only for a row that saw no key: O = 0 and LSE = -inf there, never NaN.
             // A NaN ℓ (NaN inputs) gets LSE = -inf too, as in FlashAttention; O stays NaN.

@@ -306,23 +306,25 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
  * past it (|m·c| ~ 2^31, logits that finite inputs reach) every P of the block is 0. Nothing
  * in the mainloop tests for it: softmax_finalize checks each row's last R once, and the
  * epilogue sends a warpgroup with a row out of range to the exact path (common/fx_exact_rows.cuh
- * says why one check after the loop suffices). The online rescale alpha = 2^(R_old − R_new)
- * comes from the same rounded products as P, so ℓ and the LSE agree with the P a backward
- * recomputes (stage 03 measured why, docs/03_flash2.md "The LSE must match the forward's P").
+ * says why one check after the loop suffices). The running max is kept as R itself: rounding
+ * up is monotone, so R_new = max(R_old, block max · c rounded up) is m_new·c rounded up. The
+ * online rescale alpha = 2^(R_old − R_new) comes from the same rounded products as P, so ℓ and
+ * the LSE agree with the P a backward recomputes (stage 03 measured why, docs/03_flash2.md
+ * "The LSE must match the forward's P").
  * ------------------------------------------------------------------------------ */
 
 struct SoftmaxState {
-    float row_max[2];  // m of rows g and g + 8 (unscaled S; -inf before any visible key)
-    float row_sum[2];  // ℓ of this lane's columns only: reduced over the row at the end
+    float row_max_scaled[2];  // R of rows g and g + 8, m·c rounded up (-inf before any key)
+    float row_sum[2];         // ℓ of this lane's columns only: reduced over the row at the end
     // Of the block between softmax_max and softmax_exp (the last block's after the loop):
-    float m_scaled[2];  // R = m·c rounded up, the reference of its P
+    float m_scaled[2];  // R (0 for a row with no visible key yet), the reference of its P
     float alpha[2];  // 2^(R_old − R_new) ≈ exp(m_old − m_new), O's rescale (softmax_rescale_o)
 };
 
 __device__ __forceinline__ void softmax_init(SoftmaxState &sm)
 {
     for (int h = 0; h < 2; ++h) {
-        sm.row_max[h] = -INFINITY;
+        sm.row_max_scaled[h] = -INFINITY;
         sm.row_sum[h] = 0.f;
         sm.m_scaled[h] = 0.f;  // a tile with no block still passes softmax_finalize's check
     }
@@ -354,18 +356,20 @@ __device__ __forceinline__ void softmax_max(SoftmaxState &sm, const float (&acc_
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        float m_new = sm.row_max[h];
+        float m_block = fmaxf(acc_s[2 * h], acc_s[2 * h + 1]);
 #pragma unroll
-        for (int j = 0; j < Cfg::kNTiles; ++j)
-            m_new = fmaxf(m_new, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
-        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 1));
-        m_new = fmaxf(m_new, __shfl_xor_sync(kFullWarp, m_new, 2));
-        // R = m·c rounded up, so that no P exceeds 1. A row that has seen only masked keys
-        // keeps m = -inf: exponentiate against 0, so every P is 0 and no -inf - (-inf) = NaN
-        // appears.
-        sm.m_scaled[h] = __fmul_ru(m_new == -INFINITY ? 0.f : m_new, scale_log2);
-        sm.alpha[h] = fx_ex2(__fmul_ru(sm.row_max[h], scale_log2) - sm.m_scaled[h]);
-        sm.row_max[h] = m_new;
+        for (int j = 1; j < Cfg::kNTiles; ++j)
+            m_block = fmaxf(m_block, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
+        m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 1));
+        m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 2));
+        // R = m·c rounded up, so that no P exceeds 1. A block that shows this row no key
+        // (-inf, or NaN from NaN inputs, which fmaxf drops) leaves R as it was.
+        const float r = fmaxf(sm.row_max_scaled[h], __fmul_ru(m_block, scale_log2));
+        // A row that has seen only masked keys keeps R = -inf: exponentiate against 0, so
+        // every P is 0 and no -inf - (-inf) = NaN appears.
+        sm.m_scaled[h] = r == -INFINITY ? 0.f : r;
+        sm.alpha[h] = fx_ex2(sm.row_max_scaled[h] - sm.m_scaled[h]);
+        sm.row_max_scaled[h] = r;
         sm.row_sum[h] *= sm.alpha[h];
     }
 }
