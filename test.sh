@@ -9,7 +9,8 @@
 #   FX_REQUIRE_GPU=1 ./test.sh     a missing GPU fails the gpu tests instead of skipping
 #
 # Configures with -DFX_REQUIRE_CHECK=ON (no Check, no tests: the configure fails), builds
-# with every core, runs `ctest --test-dir build --output-on-failure`, then prints the
+# with every core, runs `ctest --test-dir build --output-on-failure -j N` (N = the cores; the
+# gpu tests take one at a time: RESOURCE_LOCK gpu), then prints the
 # build time and the counts per label. Exit status: ctest's (non-zero on any failure).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -26,7 +27,7 @@ build_seconds=$(($(date +%s) - build_start))
 
 log=build/ctest.log
 set +e
-ctest --test-dir build --output-on-failure 2>&1 | tee "$log"
+ctest --test-dir build --output-on-failure -j"$(nproc)" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 

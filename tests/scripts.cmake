@@ -44,7 +44,9 @@ set_tests_properties(format_columns PROPERTIES LABELS unit TIMEOUT 120)
 # The benchmark tooling (sweep, join, compare, bounds, tables, figures, peers.py) against
 # stand-in stage programs, a fake PyTorch and a fake FA3 (bench/selftest.sh): no GPU.
 add_test(NAME bench_selftest COMMAND bash ${PROJECT_SOURCE_DIR}/bench/selftest.sh)
-set_tests_properties(bench_selftest PROPERTIES LABELS unit TIMEOUT 300)
+# RUN_SERIAL: its stand-in GPU stream busy-waits to simulate host dispatch cost, and a test
+# compiling beside it on a loaded machine has made one of its checks fail.
+set_tests_properties(bench_selftest PROPERTIES LABELS unit TIMEOUT 300 RUN_SERIAL TRUE)
 
 # Numbers in docs come from committed rows: generated tables regenerate unchanged, and a
 # measured figure quoted by hand is found in the CSV it names (scripts/check_doc_numbers.sh).
