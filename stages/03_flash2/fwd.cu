@@ -395,8 +395,9 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
 
     // ---- Online softmax (FA2 Algorithm 1, lines 9-10), O left unnormalized ----
     // P = exp(scale·(S − m)) = 2^(S·c − R), c = scale_log2, R = m·c rounded up (softmax_exp).
-    // The running max is kept as R (row_max_scaled, -inf before any visible key): rounding up
-    // is monotone, so R_new = max(R_old, block max · c rounded up) is m_new·c rounded up, and
+    // The running max is kept as R (row_max_scaled, -inf before any visible key): x -> x·c
+    // rounded up is monotone for c > 0 (fx_problem_validate keeps softmax_scale in [2^-100,
+    // 2^100]), so R_new = max(R_old, block max · c rounded up) is m_new·c rounded up, and
     // R_old is at hand, not rounded again. alpha = exp(m_old − m_new) = 2^(R_old − R_new)
     // rescales what was accumulated so far, from the same ROUNDED products as P (__fmul_ru:
     // not fused into an FFMA with the subtraction), so that ℓ and the LSE agree with the P
@@ -406,16 +407,16 @@ __device__ __forceinline__ void attention_block(float (&acc_o)[Cfg::kMTiles][Cfg
     for (int i = 0; i < kM; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float m_block = fmaxf(acc_s[i][0][2 * h], acc_s[i][0][2 * h + 1]);
+            float block_max = fmaxf(acc_s[i][0][2 * h], acc_s[i][0][2 * h + 1]);
 #pragma unroll
             for (int n = 1; n < Cfg::kNTiles; ++n)
-                m_block = fmaxf(m_block, fmaxf(acc_s[i][n][2 * h], acc_s[i][n][2 * h + 1]));
+                block_max = fmaxf(block_max, fmaxf(acc_s[i][n][2 * h], acc_s[i][n][2 * h + 1]));
             // The 4 lanes of the row; no other warp holds it (split-Q).
-            m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 1));
-            m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 2));
+            block_max = fmaxf(block_max, __shfl_xor_sync(kFullWarp, block_max, 1));
+            block_max = fmaxf(block_max, __shfl_xor_sync(kFullWarp, block_max, 2));
             // R = m·c rounded up, so that no P exceeds 1. A block that shows this row no key
             // (-inf, or NaN from NaN inputs, which fmaxf drops) leaves R as it was.
-            const float r = fmaxf(row_max_scaled[i][h], __fmul_ru(m_block, scale_log2));
+            const float r = fmaxf(row_max_scaled[i][h], __fmul_ru(block_max, scale_log2));
             // A row that has seen only masked keys keeps R = -inf; exponentiate against 0
             // then, so that every P is 2^-inf = 0 and no -inf - (-inf) = NaN appears.
             m_scaled[i][h] = r == -INFINITY ? 0.f : r;

@@ -306,8 +306,9 @@ __device__ __forceinline__ void apply_mask(float (&acc_s)[Cfg::kAccS], int row0,
  * past it (|m·c| ~ 2^31, logits that finite inputs reach) every P of the block is 0. Nothing
  * in the mainloop tests for it: softmax_finalize checks each row's last R once, and the
  * epilogue sends a warpgroup with a row out of range to the exact path (common/fx_exact_rows.cuh
- * says why one check after the loop suffices). The running max is kept as R itself: rounding
- * up is monotone, so R_new = max(R_old, block max · c rounded up) is m_new·c rounded up. The
+ * says why one check after the loop suffices). The running max is kept as R itself: x -> x·c
+ * rounded up is monotone for c > 0 (fx_problem_validate keeps softmax_scale in [2^-100,
+ * 2^100]), so R_new = max(R_old, block max · c rounded up) is m_new·c rounded up. The
  * online rescale alpha = 2^(R_old − R_new) comes from the same rounded products as P, so ℓ and
  * the LSE agree with the P a backward recomputes (stage 03 measured why, docs/03_flash2.md
  * "The LSE must match the forward's P").
@@ -356,15 +357,15 @@ __device__ __forceinline__ void softmax_max(SoftmaxState &sm, const float (&acc_
 {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        float m_block = fmaxf(acc_s[2 * h], acc_s[2 * h + 1]);
+        float block_max = fmaxf(acc_s[2 * h], acc_s[2 * h + 1]);
 #pragma unroll
         for (int j = 1; j < Cfg::kNTiles; ++j)
-            m_block = fmaxf(m_block, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
-        m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 1));
-        m_block = fmaxf(m_block, __shfl_xor_sync(kFullWarp, m_block, 2));
+            block_max = fmaxf(block_max, fmaxf(acc_s[4 * j + 2 * h], acc_s[4 * j + 2 * h + 1]));
+        block_max = fmaxf(block_max, __shfl_xor_sync(kFullWarp, block_max, 1));
+        block_max = fmaxf(block_max, __shfl_xor_sync(kFullWarp, block_max, 2));
         // R = m·c rounded up, so that no P exceeds 1. A block that shows this row no key
         // (-inf, or NaN from NaN inputs, which fmaxf drops) leaves R as it was.
-        const float r = fmaxf(sm.row_max_scaled[h], __fmul_ru(m_block, scale_log2));
+        const float r = fmaxf(sm.row_max_scaled[h], __fmul_ru(block_max, scale_log2));
         // A row that has seen only masked keys keeps R = -inf: exponentiate against 0, so
         // every P is 0 and no -inf - (-inf) = NaN appears.
         sm.m_scaled[h] = r == -INFINITY ? 0.f : r;

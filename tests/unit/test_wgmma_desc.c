@@ -123,8 +123,9 @@ START_TEST(advancing_k_by_16_bf16_adds_2_to_the_address)
 END_TEST
 
 /* Stages 09 and 10 encode a tile's descriptor once and advance it to each slice: the same
- * descriptor, bit for bit, as encoding the slice's address, for every 16-byte-aligned tile and
- * slice in shared memory (below the SM's 228 KiB, so under the 2^18 bytes the encoding keeps). */
+ * descriptor, bit for bit, as encoding the slice's address, for every 256-byte-aligned tile and
+ * every 16-byte-aligned slice after it in shared memory (below the SM's 228 KiB, so under the
+ * 2^18 bytes the encoding keeps). */
 START_TEST(advancing_equals_encoding_inside_shared_memory)
 {
     const uint32_t smem_bytes = 228u * 1024u;
