@@ -45,15 +45,6 @@ static bool key_visible(const fx_problem *p, int row, int key)
            (!p->causal || key <= row + p->seqlen_k - p->seqlen_q);
 }
 
-/* a·b rounded toward +inf (CUDA's __fmul_ru, as stage 03's model has it): the product
- * rounded to nearest, one float up where that fell below the exact product (a float
- * product is exact in double). */
-static float mul_round_up(float a, float b)
-{
-    const float r = a * b;
-    return (double)r < (double)a * (double)b ? nextafterf(r, INFINITY) : r;
-}
-
 /* The e4m3 values of t's codes as floats, unscaled: what the tensor cores multiply. */
 static float *decode(const fx_fp8_tensor *t)
 {
@@ -155,7 +146,7 @@ static size_t forward_slice(const fx_problem *p, const fx_fp8_inputs *in, const 
                 if (n_visible == 0)
                     continue;
                 /* The running max in scaled units: the tiles' scales differ per block. */
-                const float R_new = fmaxf(R, mul_round_up(s_max, c_n));
+                const float R_new = fmaxf(R, fx_mul_round_up(s_max, c_n));
                 const float alpha = exp2f(R - R_new); /* 0 for the first tile: R = -inf */
                 /* acc moves to this tile's V units, folded into the same rescale. */
                 const float units = (v_unit != 0.0f && delta_v != 0.0f) ? v_unit / delta_v : 1.0f;

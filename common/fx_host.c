@@ -61,6 +61,12 @@ float fx_bits_to_float(fx_dtype dt, uint16_t h)
     return dt == FX_FP16 ? fx_fp16_to_float(h) : fx_bf16_to_float(h);
 }
 
+float fx_mul_round_up(float a, float b)
+{
+    const float r = a * b;
+    return (double)r < (double)a * (double)b ? nextafterf(r, INFINITY) : r;
+}
+
 float fx_round(fx_dtype dt, float x)
 {
     return fx_bits_to_float(dt, fx_float_to_bits(dt, x));

@@ -29,6 +29,11 @@ uint16_t fx_float_to_bits(fx_dtype dt, float x);
 float fx_bits_to_float(fx_dtype dt, uint16_t h);
 /* Round x to the nearest value representable in dt, returned as float. */
 float fx_round(fx_dtype dt, float x);
+/* a·b in fp32 rounded toward +inf, as CUDA's __fmul_ru (the kernels' R = m·c rounded up; PTX
+ * ISA mul.rp.f32): the product rounded to nearest, moved one float up where that fell below
+ * the exact product (a float product is exact in a double). Overflow: +inf above FLT_MAX,
+ * −FLT_MAX below −FLT_MAX; −inf·b (b > 0) stays −inf; NaN stays NaN. No error. */
+float fx_mul_round_up(float a, float b);
 /* Unit roundoff of dt (2^-8 for bf16, 2^-11 for fp16). */
 double fx_dtype_epsilon(fx_dtype dt);
 /* The largest finite value of dt: 65504 for fp16, (2 - 2^-7)·2^127 ≈ 3.39e38 for bf16. */

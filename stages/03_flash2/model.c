@@ -70,15 +70,6 @@ static float dot(const float *x, const float *y, int n)
     return fx_dot_f32(x, y, n);
 }
 
-/* a·b rounded toward +inf, as CUDA's __fmul_ru: the product rounded to nearest, one float up
- * where that fell below the exact product (a float product is exact in double). -inf·b with
- * b > 0 stays -inf. */
-static float mul_round_up(float a, float b)
-{
-    const float r = a * b;
-    return (double)r < (double)a * (double)b ? nextafterf(r, INFINITY) : r;
-}
-
 /* The exact path (common/fx_exact_rows.cuh) for row `row` of head `h_kv`'s query head: two
  * passes over the keys it sees, m first, then P = 2^((S − m)·c) — 1 for the maximum —, ℓ and
  * O = P·V in fp32, O rounded once. The kernel sums S in another order (a warp's butterfly);
@@ -170,10 +161,12 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                         /* R = m·c rounded up, as the kernel's __fmul_ru (no P exceeds 1):
                          * alpha must be 2^(m_scaled_old − m_scaled), the m_scaled_old the
                          * earlier P used (fwd.cu, the online softmax), the product rounded on
-                         * its own, not fused into an FMA with the subtraction. */
+                         * its own, not fused into an FMA with the subtraction. The kernel keeps
+                         * R itself as its running max instead of m; the two give the same R
+                         * and alpha (tests/unit/test_running_max.c). */
                         const float m_scaled =
-                            mul_round_up(m_new == -INFINITY ? 0.0f : m_new, scale_log2);
-                        const float m_scaled_old = mul_round_up(row_max, scale_log2);
+                            fx_mul_round_up(m_new == -INFINITY ? 0.0f : m_new, scale_log2);
+                        const float m_scaled_old = fx_mul_round_up(row_max, scale_log2);
                         const float alpha = exp2f(m_scaled_old - m_scaled);
                         row_max = m_new;
                         row_sum *= alpha;
@@ -194,7 +187,7 @@ static void model_forward(const fx_problem *p, const float *q, const float *k, c
                     /* The fast path's one check (fwd.cu, the epilogue): the last R and ℓ.
                      * The kernel decides for a whole warp; here the row decides alone. */
                     const float r_last =
-                        mul_round_up(row_max == -INFINITY ? 0.0f : row_max, scale_log2);
+                        fx_mul_round_up(row_max == -INFINITY ? 0.0f : row_max, scale_log2);
                     if (!(fabsf(r_last) < FX_SOFTMAX_FAST_BELOW && row_sum < INFINITY)) {
                         exact_row(p, q_row, k, v, b, h_kv, row,
                                   o + row_offset(seqlen_q, p->heads_q, head_dim, b, row, h),

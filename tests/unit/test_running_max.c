@@ -15,11 +15,11 @@
  * max(ru(m_old·c), ru(b·c)). The harness keeps softmax_scale in [2^-100, 2^100]
  * (fx_problem_validate), so c = softmax_scale·log2(e) is never 0 or negative.
  *
- * ru is emulated exactly: a product of two floats is exact in a double (24 + 24 significant
- * bits), and rounding it up to float is the nearest float, moved one step up when that lies
- * below (this also gives ru of a finite product above FLT_MAX = +inf, and of one below −FLT_MAX
- * = −FLT_MAX, as the hardware's rounding up does). No fp32 FMA or x87 excess precision is
- * involved: every other operation here is a max, a compare or one fp32 subtraction.
+ * ru is fx_mul_round_up (common/fx_host.h), exact: a product of two floats is exact in a
+ * double, and rounding it up is the nearest float moved one step up when that lies below; the
+ * models of stages 03 and 10 use the same function, and mul_round_up_by_hand checks it. No fp32
+ * FMA or x87 excess precision is involved: every other operation here is a max, a compare or
+ * one fp32 subtraction.
  */
 #include <check.h>
 #include <float.h>
@@ -27,17 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* The fp32 product x·y rounded toward +inf (__fmul_ru), without changing the rounding mode. */
-static float mul_round_up(float x, float y)
-{
-    const double exact = (double)x * (double)y; /* exact: 48 significant bits at most */
-    if (isnan(exact))
-        return (float)exact;
-    float f = (float)exact; /* to nearest */
-    if ((double)f < exact)
-        f = nextafterf(f, INFINITY);
-    return f;
-}
+#include "fx_host.h"
 
 /* fmaxf as the kernels get it: PTX max.f32 (PTX ISA §9.7.3.12), which drops a NaN operand and
  * orders −0 below +0. The host's fmaxf need not order zeros, and with it the two forms below
@@ -65,15 +55,15 @@ typedef struct {
 static float old_block(old_state *st, float b, float c, float *a)
 {
     const float m_new = max_ptx(st->m, b);
-    const float r = mul_round_up(m_new == -INFINITY ? 0.f : m_new, c);
-    *a = mul_round_up(st->m, c) - r;
+    const float r = fx_mul_round_up(m_new == -INFINITY ? 0.f : m_new, c);
+    *a = fx_mul_round_up(st->m, c) - r;
     st->m = m_new;
     return r;
 }
 
 static float new_block(new_state *st, float b, float c, float *a)
 {
-    const float r_raw = max_ptx(st->r, mul_round_up(b, c));
+    const float r_raw = max_ptx(st->r, fx_mul_round_up(b, c));
     const float r = r_raw == -INFINITY ? 0.f : r_raw;
     *a = st->r - r;
     st->r = r_raw;
@@ -83,7 +73,7 @@ static float new_block(new_state *st, float b, float c, float *a)
 /* The last R, as finalize takes it (0 for a row that saw no key). */
 static float old_last(const old_state *st, float c)
 {
-    return mul_round_up(st->m == -INFINITY ? 0.f : st->m, c);
+    return fx_mul_round_up(st->m == -INFINITY ? 0.f : st->m, c);
 }
 
 static float new_last(const new_state *st)
@@ -175,7 +165,7 @@ START_TEST(kept_as_r_equals_rounded_anew)
 }
 END_TEST
 
-/* The emulated rounding itself, on cases worked by hand. */
+/* fx_mul_round_up itself, on cases worked by hand (overflow, subnormals, signed zeros). */
 START_TEST(max_ptx_by_hand)
 {
     ck_assert(!signbit(max_ptx(0.f, -0.f)) && !signbit(max_ptx(-0.f, 0.f)));
@@ -190,14 +180,14 @@ START_TEST(mul_round_up_by_hand)
     /* 1/3 is not a float: (float)(1/3) = 0x1.555556p-2 is above it, and 3 times it is
      * 1 + 2^-25, which rounds up to the next float, 1 + 2^-23. */
     const float third = 1.f / 3.f;
-    ck_assert(mul_round_up(third, 3.f) == 1.f + FLT_EPSILON);
-    ck_assert(mul_round_up(-third, 3.f) == -1.f); /* −1 − 2^-25 rounds up to −1 */
-    ck_assert(mul_round_up(2.f, 3.f) == 6.f);     /* exact */
-    ck_assert(mul_round_up(FLT_MAX, 2.f) == INFINITY);
-    ck_assert(mul_round_up(-FLT_MAX, 2.f) == -FLT_MAX);
-    ck_assert(mul_round_up(-INFINITY, 0.5f) == -INFINITY);
-    ck_assert(isnan(mul_round_up(INFINITY, 0.f)));
-    ck_assert(mul_round_up(FLT_TRUE_MIN, 0.5f) == FLT_TRUE_MIN); /* 2^-150 rounds up */
+    ck_assert(fx_mul_round_up(third, 3.f) == 1.f + FLT_EPSILON);
+    ck_assert(fx_mul_round_up(-third, 3.f) == -1.f); /* −1 − 2^-25 rounds up to −1 */
+    ck_assert(fx_mul_round_up(2.f, 3.f) == 6.f);     /* exact */
+    ck_assert(fx_mul_round_up(FLT_MAX, 2.f) == INFINITY);
+    ck_assert(fx_mul_round_up(-FLT_MAX, 2.f) == -FLT_MAX);
+    ck_assert(fx_mul_round_up(-INFINITY, 0.5f) == -INFINITY);
+    ck_assert(isnan(fx_mul_round_up(INFINITY, 0.f)));
+    ck_assert(fx_mul_round_up(FLT_TRUE_MIN, 0.5f) == FLT_TRUE_MIN); /* 2^-150 rounds up */
 }
 END_TEST
 
